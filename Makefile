@@ -1,0 +1,58 @@
+# vigil — the targets a newcomer can guess. `make test` is what CI runs (.ci/run).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export VIGIL_CACHE ?= $(HOME)/.cache/vigil
+export PIP_CACHE_DIR ?= $(VIGIL_CACHE)/pip
+PYTEST := $(BIN)/python -m pytest
+ARTIFACTS := test-artifacts
+
+.PHONY: help setup stack-deps lint typecheck test test-unit test-kafka test-kafka3 demo bench clean
+
+help:
+	@echo "make demo   - real Kafka up, a real 3-member consumer group described by the broker, down"
+	@echo "make test   - install everything, then lint and every suite (unit, Kafka integration)"
+	@echo "make setup  - only the installs (Python venv, Kafka jars) — idempotent, cached in $(VIGIL_CACHE)"
+	@echo "make lint   - ruff, mypy --strict, import-linter"
+	@echo "make bench  - benchmarks (never part of make test)"
+
+$(BIN)/vigil: pyproject.toml
+	@scripts/timed "python venv + pip install -e .[dev]" bash -c '\
+	  test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
+	  $(BIN)/python -m pip install -q --upgrade pip; \
+	  $(BIN)/python -m pip install -q -e ".[dev]"'
+	@touch $@
+
+stack-deps: $(BIN)/vigil
+	@scripts/timed "kafka broker jars (maven)" $(BIN)/python -m vigil_dev.kafka.install
+
+setup: $(BIN)/vigil stack-deps
+
+lint: $(BIN)/vigil
+	@scripts/timed "ruff" $(BIN)/ruff check .
+	@scripts/timed "ruff format --check" $(BIN)/ruff format --check .
+	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator dev/vigil_dev
+	@scripts/timed "import-linter" $(BIN)/lint-imports
+
+test-unit: $(BIN)/vigil
+	@scripts/timed "unit suite" $(PYTEST) tests/unit -q
+
+test-kafka: setup
+	@scripts/timed "kafka integration suite" $(PYTEST) tests/integration -m "integration and not kafka3" -q
+
+test-kafka3: setup
+	@scripts/timed "kafka 3-node suite" $(PYTEST) tests/integration -m "kafka3" -q
+
+# Order is the test rules' order: unit -> Kafka integration (incl. 3-node) -> (Kubernetes, e2e, Spark as they land)
+test: setup lint test-unit test-kafka test-kafka3
+
+demo: setup
+	@$(BIN)/vigil demo
+
+bench: setup
+	@echo "no benchmarks yet (they land with the sidecar and report issues)"
+
+clean:
+	rm -rf $(VENV) $(ARTIFACTS) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,51 @@
+"""The `vigil` command: one entry point, a subcommand per component.
+
+Subcommands import their component lazily, so `vigil --help` stays fast and a missing extra says which
+one to install instead of failing with an ImportError.
+"""
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+#: Subcommands whose issue has not landed yet: name -> (what it will do, the issue that delivers it).
+PENDING: dict[str, tuple[str, str]] = {
+    "sidecar": ("run the liveness sidecar next to a consumer", "#5 Sidecar watchdog"),
+    "operator": ("run the ConsumerGroup operator and injection webhook", "#7 Operator"),
+    "report": ("run the rebalance report (PySpark)", "#9 The rebalance report"),
+    "crd": ("print the ConsumerGroup CRD", "#7 Operator"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vigil", description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from vigil_dev import cli as dev_cli  # noqa: PLC0415 - keeps the stack code off the sidecar's import path
+
+    dev_cli.add_arguments(sub.add_parser("dev", help="the real local stack: up, down, status"))
+    sub.add_parser("demo", help="stack up, a real 3-member consumer group described by the broker, stack down")
+    for name, (text, issue) in PENDING.items():
+        sub.add_parser(name, help=f"{text} (not yet: {issue})", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command in PENDING:
+        text, issue = PENDING[args.command]
+        print(f"vigil {args.command}: not implemented yet — lands with issue {issue} ({text})", file=sys.stderr)
+        return 2
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "dev":
+        from vigil_dev import cli as dev_cli  # noqa: PLC0415
+
+        return dev_cli.run(args)
+    from vigil_dev import demo  # noqa: PLC0415
+
+    return demo.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

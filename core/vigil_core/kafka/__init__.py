@@ -1,0 +1,1 @@
+"""The Kafka edge: connection settings and the group control-plane client."""

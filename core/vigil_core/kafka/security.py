@@ -1,0 +1,166 @@
+"""One connection model for every vigil component, mapped to both Kafka libraries.
+
+Secrets are read from files (mounted Secrets) at the moment a client is configured, never stored in the
+model's repr and never logged.
+"""
+
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from vigil_core.errors import ConfigError
+
+ENV_PREFIX = "VIGIL_KAFKA_"
+
+
+class Protocol(StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+
+class Mechanism(StrEnum):
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+
+class KafkaConnection(BaseModel):
+    """How to reach and authenticate to the cluster (env: `VIGIL_KAFKA_<FIELD>` upper-cased)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bootstrap_servers: str
+    """host:port[,host:port...] of any brokers of the cluster."""
+    security_protocol: Protocol = Protocol.PLAINTEXT
+    sasl_mechanism: Mechanism | None = None
+    sasl_username: str | None = None
+    sasl_password_file: Path | None = None
+    """File holding the SASL password (a mounted Secret); read when a client is built."""
+    ssl_ca_file: Path | None = None
+    """CA bundle to verify brokers; the system store when unset."""
+    ssl_cert_file: Path | None = None
+    """Client certificate for mutual TLS."""
+    ssl_key_file: Path | None = None
+    ssl_check_hostname: bool = True
+    """Verify the broker's certificate names the host we dialled."""
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _hosts_with_ports(cls, value: str) -> str:
+        for server in value.split(","):
+            host, _, port = server.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"expected host:port[,host:port...], got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "KafkaConnection":
+        sasl = self.security_protocol in (Protocol.SASL_PLAINTEXT, Protocol.SASL_SSL)
+        if sasl and (self.sasl_mechanism is None or not self.sasl_username or not self.sasl_password_file):
+            raise ValueError(
+                f"security_protocol {self.security_protocol} needs sasl_mechanism, sasl_username "
+                "and sasl_password_file"
+            )
+        if (self.ssl_cert_file is None) != (self.ssl_key_file is None):
+            raise ValueError("ssl_cert_file and ssl_key_file go together (mutual TLS)")
+        return self
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.security_protocol in (Protocol.SSL, Protocol.SASL_SSL)
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in (Protocol.SASL_PLAINTEXT, Protocol.SASL_SSL)
+
+    def _password(self) -> str:
+        assert self.sasl_password_file is not None
+        try:
+            return self.sasl_password_file.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"{ENV_PREFIX}SASL_PASSWORD_FILE: cannot read {self.sasl_password_file}: {exc.strerror}"
+            ) from exc
+
+    def confluent_config(self) -> dict[str, str]:
+        """librdkafka properties (confluent-kafka Consumer, Producer, AdminClient)."""
+        conf = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol.value,
+        }
+        if self.uses_sasl:
+            assert self.sasl_mechanism is not None and self.sasl_username is not None
+            conf |= {
+                "sasl.mechanism": self.sasl_mechanism.value,
+                "sasl.username": self.sasl_username,
+                "sasl.password": self._password(),
+            }
+        if self.uses_ssl:
+            conf["ssl.endpoint.identification.algorithm"] = "https" if self.ssl_check_hostname else "none"
+            if self.ssl_ca_file is not None:
+                conf["ssl.ca.location"] = str(self.ssl_ca_file)
+            if self.ssl_cert_file is not None and self.ssl_key_file is not None:
+                conf["ssl.certificate.location"] = str(self.ssl_cert_file)
+                conf["ssl.key.location"] = str(self.ssl_key_file)
+        return conf
+
+    def kafka_python_config(self) -> dict[str, Any]:
+        """kafka-python keyword arguments (KafkaAdminClient and its connections)."""
+        conf: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap_servers.split(","),
+            "security_protocol": self.security_protocol.value,
+        }
+        if self.uses_sasl:
+            assert self.sasl_mechanism is not None
+            conf |= {
+                "sasl_mechanism": self.sasl_mechanism.value,
+                "sasl_plain_username": self.sasl_username,
+                "sasl_plain_password": self._password(),
+            }
+        if self.uses_ssl:
+            conf["ssl_check_hostname"] = self.ssl_check_hostname
+            if self.ssl_ca_file is not None:
+                conf["ssl_cafile"] = str(self.ssl_ca_file)
+            if self.ssl_cert_file is not None:
+                conf["ssl_certfile"] = str(self.ssl_cert_file)
+                conf["ssl_keyfile"] = str(self.ssl_key_file)
+        return conf
+
+    def to_env(self) -> dict[str, str]:
+        """The `VIGIL_KAFKA_*` variables that `from_env` reads back into an equal model."""
+        values = self.model_dump(mode="json", exclude_none=True)
+        return {
+            f"{ENV_PREFIX}{name.upper()}": str(value).lower() if isinstance(value, bool) else str(value)
+            for name, value in values.items()
+        }
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "KafkaConnection":
+        """Read `VIGIL_KAFKA_*`; a bad or missing value raises ConfigError naming the variable."""
+        fields = {
+            name: env[f"{ENV_PREFIX}{name.upper()}"]
+            for name in cls.model_fields
+            if env.get(f"{ENV_PREFIX}{name.upper()}", "") != ""
+        }
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as exc:
+            raise ConfigError(describe_validation_error(exc, prefix=ENV_PREFIX)) from None
+
+
+def describe_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
+    """The first problem of a pydantic error as one line: `NAME: what is wrong`."""
+    first = exc.errors()[0]
+    location = "".join(str(part) for part in first["loc"][:1])
+    name = f"{prefix}{location.upper()}" if location else f"{prefix}settings"
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "missing":
+        message = "required, not set"
+    elif first["type"] == "enum":
+        message = f"{message}, got {first['input']!r}"
+    return f"{name}: {message}"

@@ -1,0 +1,52 @@
+"""`vigil dev ...`: argument parsing and output only; the work is in stack.py."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from vigil_dev import paths, stack
+from vigil_dev.errors import DevError
+from vigil_dev.kafka.config import Security
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="dev_command", required=True, metavar="{up,down,status}")
+    for name, text in (
+        ("up", "start Kafka (and, once Foundation 2 lands, Kubernetes) on free loopback ports"),
+        ("down", "stop what `up` started; logs are kept"),
+        ("status", "name each part and whether it runs; exit 1 if any is down"),
+    ):
+        cmd = sub.add_parser(name, help=text, description=text)
+        cmd.add_argument(
+            "--state-dir", type=Path, default=paths.default_state_dir(),
+            help="where the stack keeps data, logs, pids and its env file (default: %(default)s)",
+        )  # fmt: skip
+        if name == "up":
+            cmd.add_argument("--brokers", type=int, choices=(1, 3), default=1, help="Kafka nodes (default 1)")
+            cmd.add_argument(
+                "--security", choices=[s.value for s in Security], default=Security.PLAINTEXT.value,
+                help="client listener security (default plaintext)",
+            )  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    state_dir: Path = args.state_dir.expanduser().resolve()
+    try:
+        if args.dev_command == "up":
+            path = stack.up(state_dir, brokers=args.brokers, security=Security(args.security))
+            print(f"env file: {path}  (use: set -a; . {path}; set +a)")
+            return 0
+        if args.dev_command == "down":
+            stopped = stack.down(state_dir)
+            print(f"stopped: {', '.join(stopped)}" if stopped else f"nothing running at {state_dir}")
+            return 0
+        parts = stack.status(state_dir)
+        if not parts:
+            print(f"no stack at {state_dir}")
+            return 1
+        for part in parts:
+            print(f"{part.name:12} {'running' if part.running else 'DOWN':8} {part.detail}")
+        return 0 if all(p.running for p in parts) else 1
+    except DevError as exc:
+        print(f"vigil dev {args.dev_command}: {exc}", file=sys.stderr)
+        return 1

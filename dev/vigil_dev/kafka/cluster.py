@@ -1,0 +1,281 @@
+"""A running KRaft cluster of combined broker+controller nodes, started and stopped by pid.
+
+Its layout is saved as JSON in the state directory, so `vigil dev status|down` and the test fixtures in other
+processes can find and stop exactly what was started.
+"""
+
+import json
+import base64
+import secrets
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from vigil_core.kafka.security import KafkaConnection, Mechanism, Protocol
+from vigil_dev import ports, procs
+from vigil_dev.errors import DevError
+from vigil_dev.kafka import install, tls
+from vigil_dev.kafka.config import (
+    ADMIN_USER,
+    APP_USER,
+    JVM_OPTS,
+    SCRAM_MECHANISM,
+    NodePorts,
+    Security,
+    TlsFiles,
+    node_properties,
+    render_properties,
+    scram_format_args,
+)
+
+#: Heartbeat v4 and LeaveGroup v5 (KIP-800 reasons) are what vigil's control-plane client sends.
+REQUIRED_API_VERSIONS = {12: 4, 13: 5}
+START_TIMEOUT = 90.0
+
+
+@dataclass(frozen=True)
+class KafkaCluster:
+    """A cluster layout on disk under `state_dir/kafka` with node logs under `state_dir/logs`."""
+
+    state_dir: Path
+    version: str
+    libs: Path
+    cluster_id: str
+    security: Security
+    nodes: tuple[NodePorts, ...]
+    passwords: dict[str, str]
+
+    # -- layout -----------------------------------------------------------------------------------------
+    @property
+    def home(self) -> Path:
+        return self.state_dir / "kafka"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    def node_dir(self, node_id: int) -> Path:
+        return self.home / f"node-{node_id}"
+
+    def node_log_dir(self, node_id: int) -> Path:
+        return self.log_dir / f"kafka-{node_id}"
+
+    def server_log(self, node_id: int) -> Path:
+        """The broker's own log4j file: the input the rebalance report parses."""
+        return self.node_log_dir(node_id) / "server.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{n.client}" for n in self.nodes)
+
+    @property
+    def tls_files(self) -> TlsFiles | None:
+        return tls.write_tls_files(self.home / "tls") if self.security is Security.SSL else None
+
+    def connection(self, user: str = ADMIN_USER) -> KafkaConnection:
+        """How a client reaches this cluster (SASL as `user`: `admin` is a super user, `app` has no ACLs)."""
+        if self.security is Security.PLAINTEXT:
+            return KafkaConnection(bootstrap_servers=self.bootstrap)
+        if self.security is Security.SASL_SCRAM:
+            return KafkaConnection(
+                bootstrap_servers=self.bootstrap,
+                security_protocol=Protocol.SASL_PLAINTEXT,
+                sasl_mechanism=Mechanism(SCRAM_MECHANISM),
+                sasl_username=user,
+                sasl_password_file=self.home / "secrets" / user,
+            )
+        files = self.tls_files
+        assert files is not None
+        return KafkaConnection(
+            bootstrap_servers=self.bootstrap,
+            security_protocol=Protocol.SSL,
+            ssl_ca_file=files.ca,
+            ssl_cert_file=files.client_cert,
+            ssl_key_file=files.client_key,
+        )
+
+    def process(self, node_id: int) -> procs.Managed:
+        props = self.node_dir(node_id) / "server.properties"
+        return procs.Managed(f"kafka-{node_id}", self.node_dir(node_id) / "pid", str(props))
+
+    # -- persistence ------------------------------------------------------------------------------------
+    def save(self) -> None:
+        data = asdict(self)
+        data["state_dir"] = str(self.state_dir)
+        data["libs"] = str(self.libs)
+        data["security"] = self.security.value
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "cluster.json").write_text(json.dumps(data, indent=2))
+
+    @classmethod
+    def load(cls, state_dir: Path) -> "KafkaCluster | None":
+        try:
+            data = json.loads((state_dir / "kafka" / "cluster.json").read_text())
+        except FileNotFoundError:
+            return None
+        return cls(
+            state_dir=Path(data["state_dir"]),
+            version=data["version"],
+            libs=Path(data["libs"]),
+            cluster_id=data["cluster_id"],
+            security=Security(data["security"]),
+            nodes=tuple(NodePorts(**n) for n in data["nodes"]),
+            passwords=data["passwords"],
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def _java(self, node_id: int, main: str, *args: str) -> list[str]:
+        return [
+            "java", *JVM_OPTS, "-cp", f"{self.libs}/*",
+            f"-Dlog4j2.configurationFile={install.LOG4J_CONFIG}",
+            f"-Dkafka.logs.dir={self.node_log_dir(node_id)}",
+            main, *args,
+        ]  # fmt: skip
+
+    def _format(self, node: NodePorts) -> None:
+        props = self.node_dir(node.node_id) / "server.properties"
+        args = ["format", "-t", self.cluster_id, "-c", str(props), "--ignore-formatted"]
+        if len(self.nodes) == 1:
+            args.append("--standalone")
+        if self.security is Security.SASL_SCRAM:
+            args += scram_format_args(self.passwords)
+        result = subprocess.run(
+            self._java(node.node_id, "kafka.tools.StorageTool", *args),
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if result.returncode != 0:
+            last = (result.stderr or result.stdout).strip().splitlines() or ["no output"]
+            raise DevError(f"kafka: formatting node {node.node_id} storage failed: {last[-1][:300]}")
+
+    def start_node(self, node_id: int) -> procs.Managed:
+        """Start one node (already formatted) without waiting for it."""
+        props = self.node_dir(node_id) / "server.properties"
+        return procs.start(
+            f"kafka-{node_id}",
+            self._java(node_id, "kafka.Kafka", str(props)),
+            pid_file=self.node_dir(node_id) / "pid",
+            marker=str(props),
+            log_file=self.node_log_dir(node_id) / "stdout.log",
+        )
+
+    def stop_node(self, node_id: int) -> bool:
+        return self.process(node_id).stop()
+
+    def kill_node(self, node_id: int) -> None:
+        self.process(node_id).kill()
+
+    def running_nodes(self) -> list[int]:
+        return [n.node_id for n in self.nodes if self.process(n.node_id).running()]
+
+    def stop(self) -> list[str]:
+        """Stop every node this layout started; the logs stay."""
+        return [f"kafka-{n.node_id}" for n in self.nodes if self.stop_node(n.node_id)]
+
+    def wait_healthy(self, node_ids: list[int] | None = None, timeout: float = START_TIMEOUT) -> None:
+        """Wait until the given nodes (default all) serve metadata and speak the group API versions we need."""
+        wanted = node_ids if node_ids is not None else [n.node_id for n in self.nodes]
+        by_id = {n.node_id: n for n in self.nodes}
+        for node_id in wanted:
+            process = self.process(node_id)
+            procs.wait_until(
+                lambda n=by_id[node_id]: ports.is_listening(n.client),
+                timeout=timeout, what=f"kafka node {node_id} ({self.server_log(node_id)})",
+                exited=process.exited, log=self.server_log(node_id),
+            )  # fmt: skip
+        procs.wait_until(
+            lambda: self._brokers_in_metadata() >= len(wanted),
+            timeout=timeout, what=f"kafka metadata with {len(wanted)} brokers",
+        )  # fmt: skip
+        self._check_api_versions()
+
+    def _brokers_in_metadata(self) -> int:
+        from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - heavy import kept off `vigil --help`
+
+        admin = AdminClient(self.connection().confluent_config() | {"log_level": "0"})
+        try:
+            return len(admin.list_topics(timeout=2).brokers)
+        except Exception:  # noqa: BLE001 - any failure here means "not ready yet"
+            return 0
+
+    def _check_api_versions(self) -> None:
+        from kafka import KafkaAdminClient  # noqa: PLC0415
+
+        admin = KafkaAdminClient(**self.connection().kafka_python_config())
+        try:
+            versions = {int(key): rng for key, rng in admin.api_versions().items()}
+        finally:
+            admin.close()
+        for api_key, needed in REQUIRED_API_VERSIONS.items():
+            have = versions.get(api_key, (0, -1))[1]
+            if have < needed:
+                raise DevError(f"kafka: broker supports API {api_key} up to v{have}, vigil needs v{needed}")
+
+
+def create(
+    state_dir: Path,
+    *,
+    brokers: int = 1,
+    security: Security = Security.PLAINTEXT,
+    progress: Callable[[str], None] = print,
+) -> KafkaCluster:
+    """Install if needed, lay out, format and start a fresh cluster, and wait until it is healthy."""
+    if brokers not in (1, 3):
+        raise DevError(f"--brokers: 1 or 3 supported, got {brokers}")
+    existing = KafkaCluster.load(state_dir)
+    if existing is not None and existing.running_nodes():
+        raise DevError(f"kafka: a cluster is already running from {state_dir} (run `vigil dev down` first)")
+    dist = install.ensure_kafka(progress)
+    free = ports.free_ports(3 * brokers)
+    nodes = tuple(
+        NodePorts(node_id=i + 1, client=free[3 * i], controller=free[3 * i + 1], internal=free[3 * i + 2])
+        for i in range(brokers)
+    )
+    cluster = KafkaCluster(
+        state_dir=state_dir,
+        version=dist.version,
+        libs=dist.libs,
+        cluster_id=_cluster_id(),
+        security=security,
+        nodes=nodes,
+        passwords={ADMIN_USER: secrets.token_hex(12), APP_USER: secrets.token_hex(12)}
+        if security is Security.SASL_SCRAM
+        else {},
+    )
+    _write_layout(cluster)
+    progress(f"kafka: starting {brokers} node(s) of Kafka {dist.version} ({security.value}) ...")
+    started = time.monotonic()
+    for node in nodes:
+        cluster._format(node)
+    for node in nodes:
+        cluster.start_node(node.node_id)
+    try:
+        cluster.wait_healthy()
+    except DevError:
+        cluster.stop()
+        raise
+    progress(f"kafka: up at {cluster.bootstrap} in {time.monotonic() - started:.0f}s; logs in {cluster.log_dir}")
+    return cluster
+
+
+def _cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (what StorageTool random-uuid makes)."""
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _write_layout(cluster: KafkaCluster) -> None:
+    files = cluster.tls_files
+    for node in cluster.nodes:
+        data = cluster.node_dir(node.node_id) / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        props = node_properties(node, list(cluster.nodes), data_dir=data, security=cluster.security, tls=files)
+        (cluster.node_dir(node.node_id) / "server.properties").write_text(render_properties(props))
+    secrets_dir = cluster.home / "secrets"
+    for user, password in cluster.passwords.items():
+        secrets_dir.mkdir(parents=True, exist_ok=True)
+        (secrets_dir / user).write_text(password)
+        (secrets_dir / user).chmod(0o600)
+    cluster.save()
