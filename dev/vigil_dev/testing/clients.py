@@ -1,0 +1,173 @@
+"""Real confluent-kafka clients for tests and the demo: topics, producers, consumer members in a group."""
+
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
+
+from vigil_core.kafka.security import KafkaConnection
+from vigil_dev.testing.waiting import wait_for
+
+#: Client settings the test rules require: explicit heartbeat, session, poll interval and assignor.
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 1000,
+    "max.poll.interval.ms": 300000,
+    "partition.assignment.strategy": "range",
+    "auto.offset.reset": "earliest",
+    "enable.auto.commit": True,
+    "auto.commit.interval.ms": 500,
+}
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def admin(conn: KafkaConnection) -> AdminClient:
+    return AdminClient(conn.confluent_config())
+
+
+def create_topic(conn: KafkaConnection, name: str, partitions: int = 3, replication: int = 1) -> str:
+    """Create a topic and wait until its partitions have leaders (auto-creation is off in tests)."""
+    client = admin(conn)  # keep the handle alive until its futures resolve (else: _DESTROY)
+    futures = client.create_topics([NewTopic(name, partitions, replication)], operation_timeout=30)
+    futures[name].result(timeout=60)
+    wait_for(
+        lambda: _leaders(conn, name),
+        lambda leaders: leaders == partitions,
+        timeout=30,
+        what=f"leaders for topic {name}",
+    )
+    return name
+
+
+def _leaders(conn: KafkaConnection, topic: str) -> int:
+    meta = admin(conn).list_topics(topic=topic, timeout=5).topics.get(topic)
+    if meta is None or meta.error is not None:
+        return 0
+    return sum(1 for p in meta.partitions.values() if p.leader >= 0)
+
+
+def produce(conn: KafkaConnection, topic: str, values: Iterable[str], key: str | None = None) -> int:
+    """Produce every value (acks=all, idempotent) and flush; returns how many were delivered."""
+    producer = Producer(conn.confluent_config() | {"enable.idempotence": True, "linger.ms": 5})
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    count = 0
+    for value in values:
+        while True:
+            try:
+                producer.produce(topic, value=value.encode(), key=key.encode() if key else None, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        count += 1
+    remaining = producer.flush(60)
+    if remaining or failures:
+        raise AssertionError(f"produce to {topic}: {remaining} undelivered, errors: {failures[:3]}")
+    return count
+
+
+def describe_group(conn: KafkaConnection, group: str) -> ConsumerGroupDescription:
+    client = admin(conn)
+    return client.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
+
+
+def stable_members(conn: KafkaConnection, group: str) -> int:
+    """Members of `group` if it is Stable with every member assigned something, else -1."""
+    try:
+        desc = describe_group(conn, group)
+    except KafkaException:
+        return -1
+    if str(desc.state).split(".")[-1].upper() != "STABLE":
+        return -1
+    if any(not m.assignment.topic_partitions for m in desc.members):
+        return -1
+    return len(desc.members)
+
+
+@dataclass
+class Member:
+    """One real consumer in a group, polling in its own thread and recording what it consumed.
+
+    `paused_polling` stops calling poll() while librdkafka keeps heartbeating in the background: the
+    stalled-but-alive member vigil exists for.
+    """
+
+    conn: KafkaConnection
+    group: str
+    topics: list[str]
+    client_id: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    consumed: list[tuple[int, int, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    paused_polling: threading.Event = field(default_factory=threading.Event)
+    member_id: str | None = None
+    """As the client last reported it; read from the member's own thread (the consumer is not shared)."""
+    assigned: list[tuple[str, int]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    consumer: Any = None
+
+    def start(self) -> "Member":
+        conf = (
+            self.conn.confluent_config()
+            | CONSUMER_DEFAULTS
+            | {"group.id": self.group, "client.id": self.client_id}
+            | self.extra
+        )
+        self.consumer = Consumer(conf)
+        self.consumer.subscribe(self.topics)
+        self._thread = threading.Thread(target=self._run, name=f"member-{self.client_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self.paused_polling.is_set():
+                time.sleep(0.05)
+                continue
+            msg = self.consumer.poll(0.2)
+            self.member_id = self.consumer.memberid()
+            self.assigned = sorted((tp.topic, tp.partition) for tp in self.consumer.assignment())
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                self.errors.append(str(msg.error()))
+                continue
+            self.consumed.append((msg.partition(), msg.offset(), msg.value().decode()))
+
+    def close(self) -> None:
+        """Leave the group the graceful way (LeaveGroup from the client)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.consumer is not None:
+            self.consumer.close()
+
+
+def start_group(
+    conn: KafkaConnection, group: str, topics: list[str], size: int, extra: dict[str, Any] | None = None
+) -> list[Member]:
+    """Start `size` members and wait until the broker says the group is Stable with all of them assigned."""
+    members = [
+        Member(conn, group, topics, client_id=f"{group}-m{i}", extra=dict(extra or {})).start() for i in range(size)
+    ]
+    wait_for(
+        lambda: stable_members(conn, group),
+        lambda n: n == size,
+        timeout=60,
+        what=f"group {group} Stable with {size} assigned members",
+    )
+    return members

@@ -1,0 +1,57 @@
+"""pytest fixtures over the real local stack (loaded by tests/conftest.py as a plugin).
+
+Fixtures never skip: a component that cannot start is an error naming what is missing, in CI and
+locally alike. Broker logs stay under `test-artifacts/` (the CI artifact directory) after the run.
+"""
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vigil_dev.errors import DevError
+from vigil_dev.kafka import cluster as kafka_cluster
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.kafka.config import Security
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir(request: pytest.FixtureRequest) -> Path:
+    """`test-artifacts/<run>`: where every stack of this test run keeps its logs."""
+    path = request.config.rootpath / "test-artifacts" / time.strftime("%Y%m%d-%H%M%S")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _cluster(artifacts: Path, name: str, brokers: int, security: Security) -> Iterator[KafkaCluster]:
+    state = artifacts / name
+    try:
+        cluster = kafka_cluster.create(state, brokers=brokers, security=security, progress=lambda _: None)
+    except DevError as exc:
+        pytest.fail(f"the real Kafka stack ({name}) could not start: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        for node in cluster.nodes:  # data is large and rebuilt each run; logs are the artifact
+            shutil.rmtree(cluster.node_dir(node.node_id) / "data", ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kafka(artifacts_dir: Path) -> Iterator[KafkaCluster]:
+    """One combined KRaft node, PLAINTEXT."""
+    yield from _cluster(artifacts_dir, "kafka", 1, Security.PLAINTEXT)
+
+
+@pytest.fixture(scope="session")
+def kafka3(artifacts_dir: Path) -> Iterator[KafkaCluster]:
+    """Three combined nodes, offsets topic RF 3: coordinator failover can really happen."""
+    yield from _cluster(artifacts_dir, "kafka3", 3, Security.PLAINTEXT)
+
+
+@pytest.fixture(scope="session")
+def kafka_secure(artifacts_dir: Path) -> Iterator[KafkaCluster]:
+    """One node with SASL/SCRAM on the client listener and StandardAuthorizer ACLs."""
+    yield from _cluster(artifacts_dir, "kafka-secure", 1, Security.SASL_SCRAM)
