@@ -30,10 +30,12 @@ stack-deps: $(BIN)/vigil
 
 setup: $(BIN)/vigil stack-deps
 
-lint: $(BIN)/vigil
+typecheck: $(BIN)/vigil
+	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator dev/vigil_dev
+
+lint: $(BIN)/vigil typecheck
 	@scripts/timed "ruff" $(BIN)/ruff check .
 	@scripts/timed "ruff format --check" $(BIN)/ruff format --check .
-	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator dev/vigil_dev
 	@scripts/timed "import-linter" $(BIN)/lint-imports
 
 test-unit: $(BIN)/vigil

@@ -1,5 +1,6 @@
 """Start and stop the stack's servers as process groups recorded by pid, so `down` stops only what `up` started."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -148,10 +149,8 @@ def _alive(pid: int) -> bool:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def _cmdline_has(pid: int, marker: str) -> bool:
@@ -163,7 +162,5 @@ def _cmdline_has(pid: int, marker: str) -> bool:
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass

@@ -4,6 +4,13 @@ import re
 
 import pytest
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
@@ -75,7 +82,6 @@ def test_broker_log_records_the_coordinator_stabilizing_the_group(kafka: KafkaCl
 
 @pytest.mark.kafka_secure
 def test_scram_client_needs_acls(kafka_secure: KafkaCluster) -> None:
-    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
     admin_conn = kafka_secure.connection("admin")
     app_conn = kafka_secure.connection("app")

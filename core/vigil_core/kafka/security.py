@@ -15,6 +15,9 @@ from vigil_core.errors import ConfigError
 
 ENV_PREFIX = "VIGIL_KAFKA_"
 
+#: librdkafka configuration as confluent-kafka's type hints spell it.
+ClientConfig = dict[str, str | int | float | bool]
+
 
 class Protocol(StrEnum):
     PLAINTEXT = "PLAINTEXT"
@@ -63,8 +66,7 @@ class KafkaConnection(BaseModel):
         sasl = self.security_protocol in (Protocol.SASL_PLAINTEXT, Protocol.SASL_SSL)
         if sasl and (self.sasl_mechanism is None or not self.sasl_username or not self.sasl_password_file):
             raise ValueError(
-                f"security_protocol {self.security_protocol} needs sasl_mechanism, sasl_username "
-                "and sasl_password_file"
+                f"security_protocol {self.security_protocol} needs sasl_mechanism, sasl_username and sasl_password_file"
             )
         if (self.ssl_cert_file is None) != (self.ssl_key_file is None):
             raise ValueError("ssl_cert_file and ssl_key_file go together (mutual TLS)")
@@ -87,14 +89,15 @@ class KafkaConnection(BaseModel):
                 f"{ENV_PREFIX}SASL_PASSWORD_FILE: cannot read {self.sasl_password_file}: {exc.strerror}"
             ) from exc
 
-    def confluent_config(self) -> dict[str, str]:
+    def confluent_config(self) -> ClientConfig:
         """librdkafka properties (confluent-kafka Consumer, Producer, AdminClient)."""
-        conf = {
+        conf: ClientConfig = {
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol.value,
         }
         if self.uses_sasl:
-            assert self.sasl_mechanism is not None and self.sasl_username is not None
+            assert self.sasl_mechanism is not None
+            assert self.sasl_username is not None
             conf |= {
                 "sasl.mechanism": self.sasl_mechanism.value,
                 "sasl.username": self.sasl_username,

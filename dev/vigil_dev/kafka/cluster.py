@@ -4,8 +4,9 @@ Its layout is saved as JSON in the state directory, so `vigil dev status|down` a
 processes can find and stop exactly what was started.
 """
 
-import json
 import base64
+import functools
+import json
 import secrets
 import subprocess
 import time
@@ -179,9 +180,9 @@ class KafkaCluster:
         wanted = node_ids if node_ids is not None else [n.node_id for n in self.nodes]
         by_id = {n.node_id: n for n in self.nodes}
         for node_id in wanted:
-            process = self.process(node_id)
+            process, client_port = self.process(node_id), by_id[node_id].client
             procs.wait_until(
-                lambda n=by_id[node_id]: ports.is_listening(n.client),
+                functools.partial(ports.is_listening, client_port),
                 timeout=timeout, what=f"kafka node {node_id} ({self.server_log(node_id)})",
                 exited=process.exited, log=self.server_log(node_id),
             )  # fmt: skip
@@ -194,10 +195,10 @@ class KafkaCluster:
     def _brokers_in_metadata(self) -> int:
         from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - heavy import kept off `vigil --help`
 
-        admin = AdminClient(self.connection().confluent_config() | {"log_level": "0"})
+        admin = AdminClient(self.connection().confluent_config() | {"log_level": 0})
         try:
             return len(admin.list_topics(timeout=2).brokers)
-        except Exception:  # noqa: BLE001 - any failure here means "not ready yet"
+        except Exception:
             return 0
 
     def _check_api_versions(self) -> None:

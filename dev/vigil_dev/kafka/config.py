@@ -81,9 +81,7 @@ def node_properties(
             f"CONTROLLER://127.0.0.1:{node.controller}"
         ),
         "advertised.listeners": f"CLIENT://127.0.0.1:{node.client},INTERNAL://127.0.0.1:{node.internal}",
-        "listener.security.protocol.map": (
-            f"CLIENT:{client_protocol},INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
-        ),
+        "listener.security.protocol.map": (f"CLIENT:{client_protocol},INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"),
         "inter.broker.listener.name": "INTERNAL",
         "log.dirs": str(data_dir),
         "offsets.topic.replication.factor": replication,
@@ -97,9 +95,7 @@ def node_properties(
     if len(nodes) == 1:
         props["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{node.controller}"
     else:
-        props["controller.quorum.voters"] = ",".join(
-            f"{n.node_id}@127.0.0.1:{n.controller}" for n in nodes
-        )
+        props["controller.quorum.voters"] = ",".join(f"{n.node_id}@127.0.0.1:{n.controller}" for n in nodes)
     if security is Security.SASL_SCRAM:
         props.update(
             {

@@ -10,11 +10,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
 
-from vigil_core.kafka.security import KafkaConnection
+from vigil_core.kafka.security import ClientConfig, KafkaConnection
 from vigil_dev.testing.waiting import wait_for
 
 #: Client settings the test rules require: explicit heartbeat, session, poll interval and assignor.
-CONSUMER_DEFAULTS: dict[str, Any] = {
+CONSUMER_DEFAULTS: ClientConfig = {
     "session.timeout.ms": 6000,
     "heartbeat.interval.ms": 1000,
     "max.poll.interval.ms": 300000,
@@ -30,8 +30,12 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
+#: librdkafka logs only errors: its retries while a fresh broker loads are expected here, not news.
+QUIET: ClientConfig = {"log_level": 3}
+
+
 def admin(conn: KafkaConnection) -> AdminClient:
-    return AdminClient(conn.confluent_config())
+    return AdminClient(conn.confluent_config() | QUIET)
 
 
 def create_topic(conn: KafkaConnection, name: str, partitions: int = 3, replication: int = 1) -> str:
@@ -57,7 +61,7 @@ def _leaders(conn: KafkaConnection, topic: str) -> int:
 
 def produce(conn: KafkaConnection, topic: str, values: Iterable[str], key: str | None = None) -> int:
     """Produce every value (acks=all, idempotent) and flush; returns how many were delivered."""
-    producer = Producer(conn.confluent_config() | {"enable.idempotence": True, "linger.ms": 5})
+    producer = Producer(conn.confluent_config() | QUIET | {"enable.idempotence": True, "linger.ms": 5})
     failures: list[str] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
@@ -68,7 +72,9 @@ def produce(conn: KafkaConnection, topic: str, values: Iterable[str], key: str |
     for value in values:
         while True:
             try:
-                producer.produce(topic, value=value.encode(), key=key.encode() if key else None, on_delivery=on_delivery)
+                producer.produce(
+                    topic, value=value.encode(), key=key.encode() if key else None, on_delivery=on_delivery
+                )
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -81,7 +87,8 @@ def produce(conn: KafkaConnection, topic: str, values: Iterable[str], key: str |
 
 def describe_group(conn: KafkaConnection, group: str) -> ConsumerGroupDescription:
     client = admin(conn)
-    return client.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
+    desc: ConsumerGroupDescription = client.describe_consumer_groups([group], request_timeout=10)[group].result(15)
+    return desc
 
 
 def stable_members(conn: KafkaConnection, group: str) -> int:
@@ -109,7 +116,7 @@ class Member:
     group: str
     topics: list[str]
     client_id: str
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: ClientConfig = field(default_factory=dict)
     consumed: list[tuple[int, int, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     paused_polling: threading.Event = field(default_factory=threading.Event)
@@ -158,7 +165,7 @@ class Member:
 
 
 def start_group(
-    conn: KafkaConnection, group: str, topics: list[str], size: int, extra: dict[str, Any] | None = None
+    conn: KafkaConnection, group: str, topics: list[str], size: int, extra: ClientConfig | None = None
 ) -> list[Member]:
     """Start `size` members and wait until the broker says the group is Stable with all of them assigned."""
     members = [

@@ -7,7 +7,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-class WaitTimeout(AssertionError):
+class WaitTimeoutError(AssertionError):
     """A condition did not hold in time; the message says which, and what was last observed."""
 
 
@@ -27,7 +27,7 @@ def wait_for(
         if accept(last):
             return last
         if time.monotonic() >= deadline:
-            raise WaitTimeout(f"{what}: not within {timeout:.1f}s (last: {last!r})"[:2000])
+            raise WaitTimeoutError(f"{what}: not within {timeout:.1f}s (last: {last!r})"[:2000])
         time.sleep(interval)
 
 

@@ -1,0 +1,1 @@
+"""The rebalance report: a PySpark job that explains every rebalance (issue #9)."""
