@@ -19,6 +19,7 @@ help:
 	@echo "make bench  - benchmarks (never part of make test)"
 
 $(BIN)/vigil: pyproject.toml
+	@scripts/ensure-system-deps
 	@scripts/timed "python venv + pip install -e .[dev]" bash -c '\
 	  test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
 	  $(BIN)/python -m pip install -q --upgrade pip; \
