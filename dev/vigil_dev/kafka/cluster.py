@@ -8,6 +8,7 @@ import base64
 import functools
 import json
 import secrets
+import shutil
 import subprocess
 import time
 import uuid
@@ -136,7 +137,7 @@ class KafkaCluster:
             main, *args,
         ]  # fmt: skip
 
-    def _format(self, node: NodePorts) -> None:
+    def format_storage(self, node: NodePorts) -> None:
         props = self.node_dir(node.node_id) / "server.properties"
         args = ["format", "-t", self.cluster_id, "-c", str(props), "--ignore-formatted"]
         if len(self.nodes) == 1:
@@ -148,8 +149,9 @@ class KafkaCluster:
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         if result.returncode != 0:
-            last = (result.stderr or result.stdout).strip().splitlines() or ["no output"]
-            raise DevError(f"kafka: formatting node {node.node_id} storage failed: {last[-1][:300]}")
+            lines = [line.strip() for line in (result.stderr + result.stdout).splitlines() if line.strip()]
+            cause = next((line for line in lines if not line.startswith("at ")), "no output")
+            raise DevError(f"kafka: formatting node {node.node_id} storage failed: {cause[:300]}")
 
     def start_node(self, node_id: int) -> procs.Managed:
         """Start one node (already formatted) without waiting for it."""
@@ -198,17 +200,17 @@ class KafkaCluster:
         admin = AdminClient(self.connection().confluent_config() | {"log_level": 0})
         try:
             return len(admin.list_topics(timeout=2).brokers)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any failure here means "not ready yet"
             return 0
 
     def _check_api_versions(self) -> None:
-        from kafka import KafkaAdminClient  # noqa: PLC0415
+        from vigil_core.kafka.wire import GroupWire  # noqa: PLC0415 - heavy import kept off `vigil --help`
 
-        admin = KafkaAdminClient(**self.connection().kafka_python_config())
+        wire = GroupWire(self.connection(), client_id="vigil-dev")
         try:
-            versions = {int(key): rng for key, rng in admin.api_versions().items()}
+            versions = wire.api_versions()
         finally:
-            admin.close()
+            wire.close()
         for api_key, needed in REQUIRED_API_VERSIONS.items():
             have = versions.get(api_key, (0, -1))[1]
             if have < needed:
@@ -249,7 +251,7 @@ def create(
     progress(f"kafka: starting {brokers} node(s) of Kafka {dist.version} ({security.value}) ...")
     started = time.monotonic()
     for node in nodes:
-        cluster._format(node)
+        cluster.format_storage(node)
     for node in nodes:
         cluster.start_node(node.node_id)
     try:
@@ -271,7 +273,8 @@ def _write_layout(cluster: KafkaCluster) -> None:
     files = cluster.tls_files
     for node in cluster.nodes:
         data = cluster.node_dir(node.node_id) / "data"
-        data.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(data, ignore_errors=True)  # `up` means a fresh cluster (new id); old logs stay
+        data.mkdir(parents=True)
         props = node_properties(node, list(cluster.nodes), data_dir=data, security=cluster.security, tls=files)
         (cluster.node_dir(node.node_id) / "server.properties").write_text(render_properties(props))
     secrets_dir = cluster.home / "secrets"

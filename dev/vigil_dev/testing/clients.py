@@ -25,6 +25,10 @@ CONSUMER_DEFAULTS: ClientConfig = {
 }
 
 
+#: Settings a KIP-848 (`group.protocol=consumer`) client must not set.
+KIP848_BROKER_SIDE = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
+
+
 def unique(prefix: str) -> str:
     """A topic or group name no other test uses."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
@@ -123,17 +127,20 @@ class Member:
     member_id: str | None = None
     """As the client last reported it; read from the member's own thread (the consumer is not shared)."""
     assigned: list[tuple[str, int]] = field(default_factory=list)
+    group_metadata: bytes | None = None
+    """librdkafka's CGMDv2 bytes (generation, member id, instance id) as of the last poll."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     consumer: Any = None
 
     def start(self) -> "Member":
-        conf = (
-            self.conn.confluent_config()
-            | CONSUMER_DEFAULTS
-            | {"group.id": self.group, "client.id": self.client_id}
-            | self.extra
-        )
+        defaults = dict(CONSUMER_DEFAULTS)
+        if self.extra.get("group.protocol") == "consumer":
+            # KIP-848: session, heartbeat and assignor live on the broker; librdkafka rejects them client-side
+            for key in KIP848_BROKER_SIDE:
+                defaults.pop(key, None)
+        identity: ClientConfig = {"group.id": self.group, "client.id": self.client_id}
+        conf = self.conn.confluent_config() | defaults | identity | self.extra
         self.consumer = Consumer(conf)
         self.consumer.subscribe(self.topics)
         self._thread = threading.Thread(target=self._run, name=f"member-{self.client_id}", daemon=True)
@@ -148,6 +155,7 @@ class Member:
             msg = self.consumer.poll(0.2)
             self.member_id = self.consumer.memberid()
             self.assigned = sorted((tp.topic, tp.partition) for tp in self.consumer.assignment())
+            self.group_metadata = self.consumer.consumer_group_metadata()
             if msg is None:
                 continue
             if msg.error() is not None:

@@ -1,0 +1,277 @@
+"""The group control-plane client every vigil component uses: one adapter over two libraries.
+
+confluent-kafka's AdminClient describes groups (classic and KIP-848), committed offsets, end offsets and
+broker configs; `wire.GroupWire` (kafka-python) sends what confluent-kafka cannot: LeaveGroup v3-v5 with the
+observed (member id, instance id) pair, and Heartbeat v3+. Every error code goes through the one table in
+`outcomes`: the coordinator is looked up again on NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE, load-in-progress
+and transport failures are retried with backoff, everything else is returned to the caller as an Outcome.
+"""
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
+
+from vigil_core.kafka import retry, wire
+from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView, TopicPartitionRef
+from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, Reaction, classify
+from vigil_core.kafka.security import KafkaConnection
+from vigil_core.rules import BrokerLimits
+
+REASON_PREFIX = "vigil: "
+_UNSUPPORTED_VERSION = 35
+_REQUEST_TIMEOUT = 10.0
+#: KIP-848 groups can have members removed by a third party only from Kafka 4.0 on (KAFKA-18188).
+KIP848_REMOVAL_SINCE = (4, 0)
+
+
+class GroupClientError(Exception):
+    """A request failed for a reason the caller should report, not retry: carries the classified Outcome."""
+
+    def __init__(self, outcome: Outcome, context: str) -> None:
+        super().__init__(f"{context}: {outcome.name}: {outcome.message}")
+        self.outcome = outcome
+
+
+class GroupClient:
+    """Blocking; use from one thread (the sidecar runs it in an executor)."""
+
+    def __init__(
+        self,
+        connection: KafkaConnection,
+        *,
+        client_id: str = "vigil",
+        max_attempts: int = 6,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._admin = AdminClient(connection.confluent_config() | {"client.id": client_id, "log_level": 3})
+        self._wire = wire.GroupWire(connection, client_id)
+        self._coordinators: dict[str, int] = {}
+        self._max_attempts = max_attempts
+        self._sleep = sleep
+
+    def close(self) -> None:
+        self._wire.close()
+
+    # -- coordinator --------------------------------------------------------------------------------------
+    def coordinator(self, group_id: str) -> int:
+        """The coordinator's node id, cached until a request says it moved."""
+        cached = self._coordinators.get(group_id)
+        if cached is not None:
+            return cached
+        outcome = classify(Api.FIND_COORDINATOR, TRANSPORT_ERROR)
+        for attempt in range(self._max_attempts):
+            found = self._wire.find_coordinator(group_id)
+            outcome = classify(Api.FIND_COORDINATOR, found.code)
+            if outcome.reaction is Reaction.DONE:
+                self._coordinators[group_id] = found.node_id
+                return found.node_id
+            if not _retry(outcome):
+                break
+            self._sleep(retry.backoff(attempt))
+        raise GroupClientError(outcome, f"FindCoordinator for group {group_id!r}")
+
+    def forget_coordinator(self, group_id: str) -> None:
+        self._coordinators.pop(group_id, None)
+
+    def _at_coordinator(self, api: Api, group_id: str, send: Callable[[int], int]) -> Outcome:
+        """Send to the coordinator, re-looking it up or backing off as the error table says."""
+        outcome = classify(api, TRANSPORT_ERROR)
+        for attempt in range(self._max_attempts):
+            outcome = classify(api, send(self.coordinator(group_id)))
+            if outcome.reaction is Reaction.REDISCOVER_COORDINATOR or outcome.code == TRANSPORT_ERROR:
+                self.forget_coordinator(group_id)
+            if not _retry(outcome) or attempt + 1 == self._max_attempts:
+                return outcome
+            self._sleep(retry.backoff(attempt))
+        return outcome
+
+    # -- describe -----------------------------------------------------------------------------------------
+    def describe(self, group_id: str) -> GroupView:
+        """The group as its coordinator sees it now; subscriptions decoded for classic consumer groups."""
+        desc = self._admin_call(
+            Api.DESCRIBE_GROUP,
+            f"describe group {group_id!r}",
+            lambda: self._admin.describe_consumer_groups([group_id], request_timeout=_REQUEST_TIMEOUT)[group_id],
+        )
+        group_type = _enum(GroupType, desc.type, GroupType.UNKNOWN)
+        subscriptions: dict[str, tuple[str, ...]] = {}
+        if group_type is GroupType.CLASSIC and desc.members:
+            subscriptions = self._wire.subscriptions(desc.coordinator.id, group_id)
+        self._coordinators[group_id] = desc.coordinator.id
+        members = tuple(
+            MemberView(
+                member_id=m.member_id,
+                instance_id=m.group_instance_id or None,
+                client_id=m.client_id,
+                host=m.host,
+                assignment=tuple(
+                    sorted(TopicPartitionRef(t.topic, t.partition) for t in m.assignment.topic_partitions)
+                ),
+                subscription=subscriptions.get(m.member_id),
+            )
+            for m in desc.members
+        )
+        return GroupView(
+            group_id=group_id,
+            state=_enum(GroupState, desc.state, GroupState.UNKNOWN),
+            type=group_type,
+            assignor=desc.partition_assignor or "",
+            coordinator_id=desc.coordinator.id,
+            members=members,
+        )
+
+    def committed_offsets(self, group_id: str) -> dict[TopicPartitionRef, int]:
+        """Committed offset per partition the group has committed for (partitions without a commit left out)."""
+        request = [ConsumerGroupTopicPartitions(group_id)]
+        result = self._admin_call(
+            Api.OFFSET_FETCH,
+            f"committed offsets of {group_id!r}",
+            lambda: self._admin.list_consumer_group_offsets(
+                request, require_stable=True, request_timeout=_REQUEST_TIMEOUT
+            )[group_id],
+        )
+        return {
+            TopicPartitionRef(tp.topic, tp.partition): tp.offset
+            for tp in result.topic_partitions
+            if tp.error is None and tp.offset >= 0
+        }
+
+    def end_offsets(
+        self, partitions: Iterable[TopicPartitionRef], *, read_committed: bool = True
+    ) -> dict[TopicPartitionRef, int]:
+        """Latest offsets; with `read_committed` the last stable offset (open transactions excluded)."""
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        wanted = {TopicPartition(p.topic, p.partition): latest for p in partitions}
+        if not wanted:
+            return {}
+        isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        result: dict[TopicPartitionRef, int] = {}
+        for tp in wanted:
+
+            def request(tp: TopicPartition = tp) -> Any:
+                return self._admin.list_offsets(
+                    {tp: latest}, isolation_level=isolation, request_timeout=_REQUEST_TIMEOUT
+                )[tp]
+
+            info = self._admin_call(Api.LIST_OFFSETS, f"end offset of {tp.topic}-{tp.partition}", request)
+            result[TopicPartitionRef(tp.topic, tp.partition)] = info.offset
+        return result
+
+    def broker_limits(self) -> BrokerLimits:
+        """The session/heartbeat bounds the broker enforces; Kafka's defaults (and says so) when denied."""
+        node = next(iter(self._admin.list_topics(timeout=_REQUEST_TIMEOUT).brokers))
+        resource = ConfigResource(ResourceType.BROKER, str(node))
+        try:
+            configs = self._admin.describe_configs([resource], request_timeout=_REQUEST_TIMEOUT)[resource].result()
+        except KafkaException:
+            return BrokerLimits(from_defaults=True)
+
+        def value(name: str, default: int) -> int:
+            entry = configs.get(name)
+            return int(entry.value) if entry is not None and entry.value is not None else default
+
+        defaults = BrokerLimits()
+        return BrokerLimits(
+            min_session_ms=value("group.min.session.timeout.ms", defaults.min_session_ms),
+            max_session_ms=value("group.max.session.timeout.ms", defaults.max_session_ms),
+            consumer_min_session_ms=value("group.consumer.min.session.timeout.ms", defaults.consumer_min_session_ms),
+            consumer_max_session_ms=value("group.consumer.max.session.timeout.ms", defaults.consumer_max_session_ms),
+            consumer_min_heartbeat_ms=value(
+                "group.consumer.min.heartbeat.interval.ms", defaults.consumer_min_heartbeat_ms
+            ),
+            consumer_max_heartbeat_ms=value(
+                "group.consumer.max.heartbeat.interval.ms", defaults.consumer_max_heartbeat_ms
+            ),
+            from_defaults=False,
+        )
+
+    # -- acting on members --------------------------------------------------------------------------------
+    def remove_member(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        reason: str,
+        *,
+        group_type: GroupType = GroupType.CLASSIC,
+    ) -> Outcome:
+        """Compare-and-remove: LeaveGroup for exactly the observed (member id, instance id) pair.
+
+        If the instance id now maps to a newer member, the coordinator answers FENCED_INSTANCE_ID and removes
+        nothing; if the member already left, UNKNOWN_MEMBER_ID (already gone).
+        """
+        if not member_id:
+            raise ValueError("remove_member needs the observed member id (remove_departed_static is for scale-down)")
+        if group_type is GroupType.CONSUMER and self._wire.broker_version() < KIP848_REMOVAL_SINCE:
+            return dataclasses.replace(
+                classify(Api.LEAVE_GROUP, _UNSUPPORTED_VERSION),
+                message=f"removing a KIP-848 member needs a Kafka 4.0+ broker; this one is "
+                f"{'.'.join(map(str, self._wire.broker_version()))}",
+            )
+        return self._leave(group_id, wire.LeaveIdentity(member_id, instance_id, _reason(reason)))
+
+    def remove_departed_static(self, group_id: str, instance_id: str, reason: str) -> Outcome:
+        """Remove whoever holds `instance_id` now: only for static members that are gone for good (scale-down)."""
+        return self._leave(group_id, wire.LeaveIdentity("", instance_id, _reason(reason)))
+
+    def _leave(self, group_id: str, identity: wire.LeaveIdentity) -> Outcome:
+        member_codes: list[int] = []
+
+        def send(node: int) -> int:
+            result = self._wire.leave_group(node, group_id, [identity])
+            member_codes[:] = [code for _, _, code in result.members]
+            return result.code
+
+        outcome = self._at_coordinator(Api.LEAVE_GROUP, group_id, send)
+        if outcome.reaction is not Reaction.DONE or not member_codes:
+            return outcome
+        return classify(Api.LEAVE_GROUP, member_codes[0])
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> Outcome:
+        """One Heartbeat on behalf of a member (bridging a static member whose app is restarting)."""
+        return self._at_coordinator(
+            Api.HEARTBEAT,
+            group_id,
+            lambda node: self._wire.heartbeat(node, group_id, generation, member_id, instance_id),
+        )
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    def _admin_call(self, api: Api, context: str, request: Callable[[], Any]) -> Any:
+        """An AdminClient request (which finds coordinators itself), retried as the error table says."""
+        for attempt in range(self._max_attempts):
+            try:
+                return request().result(timeout=_REQUEST_TIMEOUT * 2)
+            except KafkaException as exc:
+                outcome = classify(api, _kafka_code(exc))
+                if not _retry(outcome) or attempt + 1 == self._max_attempts:
+                    raise GroupClientError(outcome, context) from exc
+            self._sleep(retry.backoff(attempt))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _retry(outcome: Outcome) -> bool:
+    return outcome.reaction in (Reaction.REDISCOVER_COORDINATOR, Reaction.RETRY_BACKOFF)
+
+
+def _reason(reason: str) -> str:
+    return reason if reason.startswith(REASON_PREFIX) else REASON_PREFIX + reason
+
+
+def _kafka_code(exc: KafkaException) -> int:
+    """The Kafka protocol error code in a confluent-kafka exception; librdkafka's local errors are transport."""
+    error = exc.args[0] if exc.args else None
+    code = error.code() if error is not None and hasattr(error, "code") else TRANSPORT_ERROR
+    return int(code) if code >= -1 else TRANSPORT_ERROR
+
+
+def _enum(kind: type, value: object, default: "object") -> Any:
+    """Map confluent-kafka's enum members (e.g. ConsumerGroupState.STABLE) onto ours by name."""
+    name = getattr(value, "name", str(value)).replace("_", "").lower()
+    for member in kind:  # type: ignore[attr-defined]
+        if str(member.value).replace("_", "").lower() == name or member.name.replace("_", "").lower() == name:
+            return member
+    return default

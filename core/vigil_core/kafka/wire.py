@@ -1,0 +1,151 @@
+"""The requests confluent-kafka cannot send, over kafka-python (pinned): FindCoordinator, LeaveGroup v3-v5
+(per-member identities with KIP-800 reasons), Heartbeat v3+ (on behalf of a static member), and
+DescribeGroups for the classic consumer protocol metadata (subscriptions).
+
+Only this module imports kafka-python. It returns raw error codes; `outcomes.classify` decides what they
+mean. Transport failures become `outcomes.TRANSPORT_ERROR`.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import kafka.errors
+from kafka import KafkaAdminClient
+from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.consumer import HeartbeatRequest, LeaveGroupRequest
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from vigil_core.kafka.outcomes import TRANSPORT_ERROR
+from vigil_core.kafka.security import KafkaConnection
+
+#: The transport-level failures kafka-python raises instead of returning an error code.
+_TRANSPORT = (
+    kafka.errors.KafkaConnectionError,
+    kafka.errors.NodeNotReadyError,
+    kafka.errors.KafkaTimeoutError,
+    kafka.errors.RequestTimedOutError,
+    kafka.errors.UnknownBrokerIdError,
+    kafka.errors.BrokerNotAvailableError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+@dataclass(frozen=True)
+class Coordinator:
+    code: int
+    node_id: int
+
+
+@dataclass(frozen=True)
+class LeaveIdentity:
+    member_id: str
+    """Empty string: remove whoever holds `instance_id` now (departed static members only)."""
+    instance_id: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class LeaveResult:
+    """Top-level error code and, per member as the coordinator echoed it, (member id, instance id, code)."""
+
+    code: int
+    members: tuple[tuple[str, str | None, int], ...]
+
+
+class GroupWire:
+    """One kafka-python admin connection set; blocking calls, safe from one thread at a time."""
+
+    def __init__(self, connection: KafkaConnection, client_id: str = "vigil") -> None:
+        try:
+            self._admin = KafkaAdminClient(**connection.kafka_python_config(), client_id=client_id)
+        except _TRANSPORT as exc:
+            raise ConnectionError(f"{connection.bootstrap_servers}: no broker answered ({exc})") from exc
+
+    def close(self) -> None:
+        self._admin.close()
+
+    def broker_version(self) -> tuple[int, ...]:
+        version = self._admin._manager.broker_version_data.broker_version  # noqa: SLF001 - no public accessor
+        return tuple(version) if version else (0,)
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """API key -> (min, max) version the bootstrap broker supports (from its ApiVersions response)."""
+        return {int(key): (int(lo), int(hi)) for key, (lo, hi) in self._admin.api_versions().items()}
+
+    def _send(self, request: Any, node_id: int | None = None) -> Any:
+        manager = self._admin._manager  # noqa: SLF001 - the connection manager is how kafka-python sends
+
+        async def send() -> Any:
+            return await manager.send(request, node_id=node_id)
+
+        return manager.run(send)
+
+    def find_coordinator(self, group_id: str) -> Coordinator:
+        """Ask any broker which node coordinates `group_id` (never cached here: the caller caches)."""
+        try:
+            response = self._send(FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id], min_version=4))
+        except _TRANSPORT:
+            return Coordinator(TRANSPORT_ERROR, -1)
+        row = response.coordinators[0]
+        if row.error_code == 0:
+            self._admin._manager.cluster.add_coordinator(row, 0, group_id, synthesize_node_id=False)  # noqa: SLF001
+        return Coordinator(row.error_code, row.node_id)
+
+    def leave_group(self, coordinator: int, group_id: str, members: Sequence[LeaveIdentity]) -> LeaveResult:
+        """One batched LeaveGroup (v3+, reasons from v5) to the coordinator."""
+        identity = LeaveGroupRequest.MemberIdentity
+        request = LeaveGroupRequest(
+            group_id=group_id,
+            members=[
+                identity(member_id=m.member_id, group_instance_id=m.instance_id, reason=m.reason) for m in members
+            ],
+            min_version=3,
+            max_version=5,
+        )
+        try:
+            response = self._send(request, coordinator)
+        except _TRANSPORT:
+            return LeaveResult(TRANSPORT_ERROR, ())
+        return LeaveResult(
+            response.error_code,
+            tuple((m.member_id, m.group_instance_id, m.error_code) for m in response.members),
+        )
+
+    def heartbeat(
+        self, coordinator: int, group_id: str, generation: int, member_id: str, instance_id: str | None
+    ) -> int:
+        """A classic Heartbeat (v3+: carries the instance id) on behalf of a member; returns the error code."""
+        request = HeartbeatRequest(
+            group_id=group_id,
+            generation_id=generation,
+            member_id=member_id,
+            group_instance_id=instance_id,
+            min_version=3,
+        )
+        try:
+            return int(self._send(request, coordinator).error_code)
+        except _TRANSPORT:
+            return TRANSPORT_ERROR
+
+    def subscriptions(self, coordinator: int, group_id: str) -> dict[str, tuple[str, ...]]:
+        """member id -> subscribed topics, decoded from the classic consumer protocol metadata."""
+        try:
+            response = self._send(DescribeGroupsRequest(groups=[group_id]), coordinator)
+        except _TRANSPORT:
+            return {}
+        result: dict[str, tuple[str, ...]] = {}
+        for group in response.groups:
+            if group.error_code != 0 or group.protocol_type != "consumer":
+                continue
+            for member in group.members:
+                if not member.member_metadata:
+                    continue
+                try:
+                    subscription = ConsumerProtocolSubscription.decode(member.member_metadata)
+                except Exception:  # noqa: BLE001, S112 - a member with unparseable metadata has no known subscription
+                    continue
+                result[member.member_id] = tuple(sorted(subscription.topics))
+        return result
