@@ -32,7 +32,7 @@ stack-deps: $(BIN)/vigil
 setup: $(BIN)/vigil stack-deps
 
 typecheck: $(BIN)/vigil
-	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator dev/vigil_dev
+	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator spark/vigil_spark/decode dev/vigil_dev
 
 lint: $(BIN)/vigil typecheck
 	@scripts/timed "ruff" $(BIN)/ruff check .
