@@ -9,12 +9,12 @@ export PIP_CACHE_DIR ?= $(VIGIL_CACHE)/pip
 PYTEST := $(BIN)/python -m pytest
 ARTIFACTS := test-artifacts
 
-.PHONY: help setup stack-deps lint typecheck test test-unit test-kafka test-kafka3 demo bench clean
+.PHONY: help setup stack-deps lint typecheck test test-unit test-kafka test-kafka3 test-kube demo bench clean
 
 help:
 	@echo "make demo   - real Kafka up, a real 3-member consumer group described by the broker, down"
-	@echo "make test   - install everything, then lint and every suite (unit, Kafka integration)"
-	@echo "make setup  - only the installs (Python venv, Kafka jars) — idempotent, cached in $(VIGIL_CACHE)"
+	@echo "make test   - install everything, then lint and every suite (unit, Kafka, Kubernetes integration)"
+	@echo "make setup  - only the installs (venv, Kafka jars, Kubernetes from Go modules) — cached in $(VIGIL_CACHE)"
 	@echo "make lint   - ruff, mypy --strict, import-linter"
 	@echo "make bench  - benchmarks (never part of make test)"
 
@@ -28,6 +28,7 @@ $(BIN)/vigil: pyproject.toml
 
 stack-deps: $(BIN)/vigil
 	@scripts/timed "kafka broker jars (maven)" $(BIN)/python -m vigil_dev.kafka.install
+	@scripts/timed "kubernetes binaries (go build, cached)" $(BIN)/python -m vigil_dev.kube.build
 
 setup: $(BIN)/vigil stack-deps
 
@@ -43,13 +44,16 @@ test-unit: $(BIN)/vigil
 	@scripts/timed "unit suite" $(PYTEST) tests/unit -q
 
 test-kafka: setup
-	@scripts/timed "kafka integration suite" $(PYTEST) tests/integration -m "integration and not kafka3" -q
+	@scripts/timed "kafka integration suite" $(PYTEST) tests/integration -m "integration and not kafka3 and not kube" -q
 
 test-kafka3: setup
 	@scripts/timed "kafka 3-node suite" $(PYTEST) tests/integration -m "kafka3" -q
 
-# Order is the test rules' order: unit -> Kafka integration (incl. 3-node) -> (Kubernetes, e2e, Spark as they land)
-test: setup lint test-unit test-kafka test-kafka3
+test-kube: setup
+	@scripts/timed "kubernetes integration suite" $(PYTEST) tests/integration -m "kube" -q
+
+# Order is the test rules' order: unit -> Kafka integration (incl. 3-node) -> Kubernetes -> (e2e, Spark as they land)
+test: setup lint test-unit test-kafka test-kafka3 test-kube
 
 demo: setup
 	@$(BIN)/vigil demo

@@ -12,7 +12,7 @@ from vigil_dev.kafka.config import Security
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="dev_command", required=True, metavar="{up,down,status}")
     for name, text in (
-        ("up", "start Kafka (and, once Foundation 2 lands, Kubernetes) on free loopback ports"),
+        ("up", "start Kafka and Kubernetes (control plane + a fakelet node) on free loopback ports"),
         ("down", "stop what `up` started; logs are kept"),
         ("status", "name each part and whether it runs; exit 1 if any is down"),
     ):
@@ -27,13 +27,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 "--security", choices=[s.value for s in Security], default=Security.PLAINTEXT.value,
                 help="client listener security (default plaintext)",
             )  # fmt: skip
+            cmd.add_argument("--no-kafka", action="store_true", help="leave Kafka out")
+            cmd.add_argument("--no-kube", action="store_true", help="leave Kubernetes out")
 
 
 def run(args: argparse.Namespace) -> int:
     state_dir: Path = args.state_dir.expanduser().resolve()
     try:
         if args.dev_command == "up":
-            path = stack.up(state_dir, brokers=args.brokers, security=Security(args.security))
+            path = stack.up(
+                state_dir, brokers=args.brokers, security=Security(args.security),
+                kafka=not args.no_kafka, kube=not args.no_kube,
+            )  # fmt: skip
             print(f"env file: {path}  (use: set -a; . {path}; set +a)")
             return 0
         if args.dev_command == "down":
@@ -44,8 +49,9 @@ def run(args: argparse.Namespace) -> int:
         if not parts:
             print(f"no stack at {state_dir}")
             return 1
+        width = max(12, *(len(p.name) for p in parts))
         for part in parts:
-            print(f"{part.name:12} {'running' if part.running else 'DOWN':8} {part.detail}")
+            print(f"{part.name:{width}} {'running' if part.running else 'DOWN':8} {part.detail}")
         return 0 if all(p.running for p in parts) else 1
     except DevError as exc:
         print(f"vigil dev {args.dev_command}: {exc}", file=sys.stderr)

@@ -21,7 +21,7 @@ def run() -> int:
     state = paths.cache_dir() / "demo"
     shutil.rmtree(state, ignore_errors=True)
     try:
-        stack.up(state, progress=_say)
+        stack.up(state, kube=False, progress=_say)  # the story so far needs no Kubernetes (yet)
         kafka = KafkaCluster.load(state)
         assert kafka is not None
         _story(kafka)

@@ -2,6 +2,8 @@
 
 import contextlib
 import os
+import re
+import shutil
 import signal
 import subprocess
 import time
@@ -10,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vigil_dev.errors import DevError
+
+_KLOG_FATAL = re.compile(r"[EF]\d{4} ")
 
 
 @dataclass(frozen=True)
@@ -80,14 +84,37 @@ def start(
     cwd: Path | None = None,
 ) -> Managed:
     """Start `argv` in a new session (its own process group) with stdout+stderr appended to `log_file`."""
-    if marker not in " ".join(argv):
-        raise ValueError(f"marker {marker!r} must appear in the command line of {name}")
+    return spawn(name, argv, pid_file=pid_file, marker=marker, log_file=log_file, env=env, cwd=cwd)[0]
+
+
+def spawn(
+    name: str,
+    argv: Sequence[str],
+    *,
+    pid_file: Path,
+    marker: str,
+    log_file: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> tuple[Managed, "subprocess.Popen[bytes]"]:
+    """`start`, also returning the Popen: for a parent that waits for the exit status (the fakelet).
+
+    The marker must be in the command line, or be a `KEY=value` of `env` (for commands that cannot carry
+    one, like a pod's container: the environment is checked too, in /proc/<pid>/environ).
+    """
+    in_env = env is not None and any(marker == f"{k}={v}" for k, v in env.items())
+    if marker not in " ".join(argv) and not in_env:
+        raise ValueError(f"marker {marker!r} must appear in the command line or environment of {name}")
+    if shutil.which(argv[0]) is None:  # checked here: behind the setpriv wrapper it would be setpriv's error
+        reason = "is not executable" if Path(argv[0]).exists() else "not found"
+        raise DevError(f"cannot start {name}: {argv[0]} {reason}")
     log_file.parent.mkdir(parents=True, exist_ok=True)
     pid_file.parent.mkdir(parents=True, exist_ok=True)
+    prefix = _die_with_parent_prefix()
     with log_file.open("ab") as out:
         try:
             proc = subprocess.Popen(
-                list(argv),
+                [*prefix, *argv],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -97,8 +124,41 @@ def start(
             )
         except FileNotFoundError as exc:
             raise DevError(f"cannot start {name}: {argv[0]} not found") from exc
+        except PermissionError as exc:
+            raise DevError(f"cannot start {name}: {argv[0]} is not executable") from exc
+    _await_exec(proc.pid, wrapper=prefix[0] if prefix else None)
     pid_file.write_text(f"{proc.pid}\n")
-    return Managed(name=name, pid_file=pid_file, marker=marker)
+    return Managed(name=name, pid_file=pid_file, marker=marker), proc
+
+
+#: Set to a pid by the test fixtures: servers that process starts die with it, even if it is SIGKILLed before
+#: its teardown runs (a killed test run must never leave brokers behind). `vigil dev up` leaves it unset.
+DIE_WITH_PARENT_ENV = "VIGIL_DEV_DIE_WITH_PARENT"
+
+
+def _die_with_parent_prefix() -> list[str]:
+    """`setpriv --pdeathsig KILL --` when this process asked for it (util-linux; no unsafe preexec_fn)."""
+    if os.environ.get(DIE_WITH_PARENT_ENV) != str(os.getpid()):
+        return []
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+
+
+def _await_exec(pid: int, wrapper: str | None = None, timeout: float = 2.0) -> None:
+    """Popen returns once the child is in execve, but (vfork) its new command line and environment appear in
+    /proc a moment later: until then the marker check would not recognise our own process. Behind the
+    setpriv wrapper, also wait until it has exec'd the real program (so its death signal is armed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if cmdline and (wrapper is None or not cmdline.startswith(wrapper.encode() + b"\0")):
+                return
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return  # already exited (not reaped: its parent still gets the status)
+        except (OSError, ChildProcessError):
+            return
+        time.sleep(0.001)
 
 
 def wait_until(
@@ -130,6 +190,8 @@ def _last_error(log: Path | None) -> str:
     except OSError:
         return ""
     for index in range(len(lines) - 1, -1, -1):
+        if _KLOG_FATAL.match(lines[index]):  # Go servers (klog): the error is on its own line
+            return f": {lines[index].strip()[:300]}"
         if " ERROR " in lines[index] or lines[index].startswith("Exception"):
             cause = lines[index + 1] if index + 1 < len(lines) else lines[index]
             return f": {cause.strip()[:300]}"
@@ -154,11 +216,19 @@ def _reap(pid: int) -> None:
 
 
 def _cmdline_has(pid: int, marker: str) -> bool:
+    """The process runs and its command line contains the marker, or its environment has it as an entry."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return marker in cmdline and _alive(pid)
+    if marker not in raw.replace(b"\0", b" ").decode(errors="replace"):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        if marker.encode() not in environ:
+            return False
+    return _alive(pid)
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

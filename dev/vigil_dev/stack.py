@@ -1,7 +1,8 @@
 """`vigil dev up|down|status`: the whole local stack as one unit with one env file.
 
 The env file (`<state>/env`, shell syntax) carries everything a test or a user needs: the `VIGIL_KAFKA_*`
-connection the sidecar itself reads, the broker log directory, the broker jars for Java clients.
+connection the sidecar itself reads, the broker log directory, the broker jars for Java clients, and for
+Kubernetes the admin `KUBECONFIG`, the fakelet's node and the tool binaries built for this release.
 """
 
 import shlex
@@ -12,6 +13,11 @@ from pathlib import Path
 from vigil_dev.errors import DevError
 from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.kafka.config import Security
+from vigil_dev.kube import controlplane
+from vigil_dev.kube.controlplane import KubeCluster
+
+#: The node `up` registers (its fakelet runs the pods): `fakelet-<NODE>` in `status`.
+NODE = "node-1"
 
 
 @dataclass(frozen=True)
@@ -30,42 +36,95 @@ def up(
     *,
     brokers: int = 1,
     security: Security = Security.PLAINTEXT,
+    kafka: bool = True,
+    kube: bool = True,
     progress: Callable[[str], None] = print,
 ) -> Path:
-    """Start the stack and write its env file; returns the env file's path."""
+    """Start the stack and write its env file; returns the env file's path. On failure nothing stays up."""
+    if not (kafka or kube):
+        raise DevError("nothing to start: both Kafka and Kubernetes were left out")
     state_dir.mkdir(parents=True, exist_ok=True)
-    kafka = kafka_cluster.create(state_dir, brokers=brokers, security=security, progress=progress)
-    values = {
-        "VIGIL_STATE_DIR": str(state_dir),
-        **kafka.connection().to_env(),
-        "VIGIL_DEV_KAFKA_VERSION": kafka.version,
-        "VIGIL_DEV_KAFKA_LOG_DIR": str(kafka.log_dir),
-        "VIGIL_DEV_KAFKA_LIBS": str(kafka.libs),
-    }
+    values = {"VIGIL_STATE_DIR": str(state_dir)}
+    kafka_part: kafka_cluster.KafkaCluster | None = None
+    kube_part: KubeCluster | None = None
+    try:
+        if kafka:
+            kafka_part = kafka_cluster.create(state_dir, brokers=brokers, security=security, progress=progress)
+            values |= _kafka_env(kafka_part)
+        if kube:
+            kube_part = controlplane.create(state_dir, progress=progress)
+            kube_part = kube_part.start_fakelet(NODE)
+            progress(f"kubernetes: node {NODE} ready (fakelet); pod logs in {kube_part.pod_log_dir()}")
+            values |= _kube_env(kube_part)
+    except BaseException:  # also ^C: stop what this call started, never a stack that was already running
+        for part in (kube_part, kafka_part):
+            if part is not None:
+                part.stop()
+        raise
     path = env_file(state_dir)
     path.write_text("".join(f"{key}={shlex.quote(value)}\n" for key, value in values.items()))
     return path
 
 
+def _kafka_env(cluster: kafka_cluster.KafkaCluster) -> dict[str, str]:
+    return {
+        **cluster.connection().to_env(),
+        "VIGIL_DEV_KAFKA_VERSION": cluster.version,
+        "VIGIL_DEV_KAFKA_LOG_DIR": str(cluster.log_dir),
+        "VIGIL_DEV_KAFKA_LIBS": str(cluster.libs),
+    }
+
+
+def _kube_env(cluster: KubeCluster) -> dict[str, str]:
+    return {
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "VIGIL_DEV_KUBE_VERSION": cluster.version,
+        "VIGIL_DEV_KUBE_SERVER": cluster.server,
+        "VIGIL_DEV_KUBE_NODE": NODE,
+        "VIGIL_DEV_KUBE_PKI_DIR": str(cluster.pki.directory),
+        "VIGIL_DEV_KUBE_LOG_DIR": str(cluster.log_dir),
+        "VIGIL_DEV_KUBE_POD_LOG_DIR": str(cluster.pod_log_dir()),
+        "VIGIL_DEV_KUBECTL": cluster.binaries["kubectl"],
+        "VIGIL_DEV_HELM": cluster.binaries["helm"],
+        "VIGIL_DEV_KUBECONFORM": cluster.binaries["kubeconform"],
+    }
+
+
 def status(state_dir: Path) -> list[PartStatus]:
     """Every part the stack at `state_dir` started, and whether it still runs."""
-    kafka = kafka_cluster.KafkaCluster.load(state_dir)
-    if kafka is None:
-        return []
     parts = []
-    for node in kafka.nodes:
-        pid = kafka.process(node.node_id).pid()
-        detail = f"pid {pid}, 127.0.0.1:{node.client}" if pid else f"down (log: {kafka.server_log(node.node_id)})"
-        parts.append(PartStatus(f"kafka-{node.node_id}", pid is not None, detail))
+    kafka = kafka_cluster.KafkaCluster.load(state_dir)
+    if kafka is not None:
+        for node in kafka.nodes:
+            pid = kafka.process(node.node_id).pid()
+            detail = f"pid {pid}, 127.0.0.1:{node.client}" if pid else f"down (log: {kafka.server_log(node.node_id)})"
+            parts.append(PartStatus(f"kafka-{node.node_id}", pid is not None, detail))
+    kube = KubeCluster.load(state_dir)
+    if kube is not None:
+        parts += [_kube_part(kube, name) for name in kube.parts()]
     return parts
+
+
+def _kube_part(kube: KubeCluster, name: str) -> PartStatus:
+    pid = kube.process(name).pid()
+    where = {
+        "etcd": f"http://127.0.0.1:{kube.ports.etcd}",
+        "kube-apiserver": f"{kube.server} ({kube.version})",
+        "kube-controller-manager": f"https://127.0.0.1:{kube.ports.controller_manager}/healthz",
+    }.get(name, f"node {name.removeprefix('fakelet-')}")
+    log = kube.log_dir / name
+    return PartStatus(name, pid is not None, f"pid {pid}, {where}" if pid else f"down (logs: {log})")
 
 
 def down(state_dir: Path) -> list[str]:
     """Stop what `up` started at `state_dir` (by pid); logs and data stay for inspection."""
+    stopped: list[str] = []
+    kube = KubeCluster.load(state_dir)
+    if kube is not None:
+        stopped += kube.stop()
     kafka = kafka_cluster.KafkaCluster.load(state_dir)
-    if kafka is None:
-        return []
-    stopped = kafka.stop()
+    if kafka is not None:
+        stopped += kafka.stop()
     env_file(state_dir).unlink(missing_ok=True)
     return stopped
 

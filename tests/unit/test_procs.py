@@ -66,3 +66,29 @@ def test_death_during_start_up_quotes_the_server_log(tmp_path: Path) -> None:
 def test_timeout_names_what_was_awaited() -> None:
     with pytest.raises(DevError, match="the thing: not ready after 0s"):
         procs.wait_until(lambda: False, timeout=0.3, what="the thing")
+
+
+def test_servers_started_by_a_test_run_die_with_it(tmp_path: Path) -> None:
+    """A child that starts a server and is then SIGKILLed (no teardown) takes the server with it."""
+    marker = str(tmp_path / "orphan-guard")
+    script = f"""
+import os, sys, time
+from pathlib import Path
+from vigil_dev import procs
+os.environ[procs.DIE_WITH_PARENT_ENV] = str(os.getpid())
+m = procs.start("s", [sys.executable, "-c", "import time; time.sleep(60)", {marker!r}],
+                pid_file=Path({str(tmp_path / "pid")!r}), marker={marker!r}, log_file=Path({str(tmp_path / "log")!r}))
+print(Path({str(tmp_path / "pid")!r}).read_text().strip(), flush=True)
+time.sleep(60)
+"""
+    import signal
+    import subprocess
+
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    server_pid = int(parent.stdout.readline())
+    assert Path(f"/proc/{server_pid}").exists()
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    server = procs.Managed("s", tmp_path / "pid", marker)
+    procs.wait_until(server.exited, timeout=10, what="the orphaned server to die")

@@ -4,7 +4,8 @@ Why: this machine reaches no binary download site (no dl.k8s.io, no GitHub relea
 the Go module proxy. So each tool is compiled once from its published module into the vigil cache and
 reused; a stamp file per tool makes the warm path a few file checks with no `go` process at all.
 
-Stdlib only, so `python dev/vigil_dev/kube/build.py` works before any virtualenv exists.
+Run it alone with `python -m vigil_dev.kube.build`; `vigil dev up` and the `kube` fixture call
+`ensure_kube_binaries` themselves.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,6 +25,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from vigil_dev.errors import DevError
+from vigil_dev.paths import cache_dir
 
 # Pins. Each was checked against proxy.golang.org (see NOTES.md for the commands and what was refused).
 K8S_VERSION = "v1.35.8"
@@ -41,14 +47,8 @@ _HEARTBEAT_S = 60.0
 _FALLBACK_GO = Path("/usr/local/go/bin/go")
 
 
-class KubeBuildError(RuntimeError):
+class KubeBuildError(DevError):
     """A tool could not be built; the message is one line naming what failed and where the log is."""
-
-
-def cache_dir() -> Path:
-    """`$VIGIL_CACHE`, else `~/.cache/vigil` (the project-wide rule)."""
-    configured = os.environ.get("VIGIL_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "vigil"
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,7 @@ def ensure_kube_binaries(progress: Callable[[str], None]) -> dict[str, Path]:
             go = _find_go()
             env = _go_env(root)
             run = _Run(progress, go, env, start, root / "build.log")
+            _check_disk(root)
             run.say(f"{_check_go(go, env)}; building {', '.join(f'{t.name} {t.version}' for t in missing)}")
             for tool in missing:
                 _build_tool(run, root, tool)
@@ -149,9 +150,7 @@ def _build_tool(run: _Run, root: Path, tool: _Tool) -> None:
     for stale in tool_dir.glob("bin.tmp-*"):  # left by a killed build; we hold the lock
         shutil.rmtree(stale, ignore_errors=True)
     run.log = tool_dir / "build.log"
-    run.log.write_text(
-        f"# {tool.name} {tool.version}, recipe {RECIPE}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
-    )
+    run.log.write_text(f"# {tool.name} {tool.version}, recipe {RECIPE}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     began = time.monotonic()
     run.say(f"{tool.name} {tool.version}: start (log {run.log})")
     tmp = Path(tempfile.mkdtemp(prefix="bin.tmp-", dir=tool_dir))
@@ -159,9 +158,7 @@ def _build_tool(run: _Run, root: Path, tool: _Tool) -> None:
         tool.build(run, tool_dir, tmp)
         absent = [b for b in tool.binaries if not (tmp / b).is_file()]
         if absent:
-            raise KubeBuildError(
-                f"{tool.name} {tool.version}: go reported success but produced no {', '.join(absent)}"
-            )
+            raise KubeBuildError(f"{tool.name} {tool.version}: go reported success but produced no {', '.join(absent)}")
         shutil.rmtree(tool_dir / "bin", ignore_errors=True)
         tmp.rename(tool_dir / "bin")
         stamp_tmp = tool_dir / "stamp.json.tmp"
@@ -236,8 +233,9 @@ def _build_etcd(run: _Run, tool_dir: Path, tmp_bin: Path) -> None:
         ],
     )
     _download_deps(run, src, ["go.etcd.io/etcd/server/v3"], "etcd")
-    sha = _origin_hash(info)[:7]  # etcd's ./build uses `git rev-parse --short HEAD`
-    xs = [f"-X go.etcd.io/etcd/api/v3/version.GitSHA={sha}"] if sha else []
+    # etcd's ./build stamps `git rev-parse --short HEAD`; the proxy records no origin for etcd, so say so.
+    sha = _origin_hash(info)[:7] or "none-go-module-build"
+    xs = [f"-X go.etcd.io/etcd/api/v3/version.GitSHA={sha}"]
     run.say("etcd: go build")
     argv = ["build", *_compile_flags(xs), "-o", str(tmp_bin / "etcd"), "go.etcd.io/etcd/server/v3"]
     _go(run, argv, src, f"building etcd {ETCD_VERSION}")
@@ -347,7 +345,7 @@ def _release_time(info: Mapping[str, object]) -> str:
         stamp = json.loads(Path(str(info["Info"])).read_text())["Time"]
     except (OSError, ValueError, KeyError):
         return "1970-01-01T00:00:00Z"
-    return str(stamp).replace(".000", "")
+    return str(stamp)
 
 
 # --- running go ---------------------------------------------------------------------------------------
@@ -356,17 +354,13 @@ def _release_time(info: Mapping[str, object]) -> str:
 def _find_go() -> str:
     go = shutil.which("go") or (str(_FALLBACK_GO) if os.access(_FALLBACK_GO, os.X_OK) else None)
     if go is None:
-        raise KubeBuildError(
-            f"go not found on PATH: install Go >= {GO_MIN[0]}.{GO_MIN[1]} (https://go.dev/dl)"
-        )
+        raise KubeBuildError(f"go not found on PATH: install Go >= {GO_MIN[0]}.{GO_MIN[1]} (https://go.dev/dl)")
     return go
 
 
 def _go_env(root: Path) -> dict[str, str]:
     """Pin what would make the build depend on the caller's Go setup; keep GOPROXY, GOSUMDB, GONOSUMDB."""
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("GOBIN", "GOOS", "GOARCH", "GOEXPERIMENT", "GOWORK")
-    }
+    env = {k: v for k, v in os.environ.items() if k not in ("GOBIN", "GOOS", "GOARCH", "GOEXPERIMENT")}
     go_root = root.absolute() / "go"
     env.update(
         GOMODCACHE=str(go_root / "mod"),
@@ -383,7 +377,7 @@ def _go_env(root: Path) -> dict[str, str]:
 
 
 def _check_go(go: str, env: Mapping[str, str]) -> str:
-    """Fail early with one line if Go is too old, rather than deep inside a 30-minute build."""
+    """Fail early with one line if Go is too old, rather than minutes into the build."""
     try:
         out = subprocess.run(
             [go, "env", "GOVERSION"], env=dict(env), capture_output=True, text=True, timeout=60, check=True
@@ -399,6 +393,15 @@ def _check_go(go: str, env: Mapping[str, str]) -> str:
     return f"{version} at {go}"
 
 
+def _check_disk(root: Path) -> None:
+    """A cold build fills ~5 GiB (module cache 1.3, build cache 3.6): say so now, not as a failed link."""
+    need = 1 if (root / "go" / "build").is_dir() else 6
+    free = shutil.disk_usage(root).free / 2**30
+    if free < need:
+        hint = "free space or point VIGIL_CACHE elsewhere"
+        raise KubeBuildError(f"only {free:.1f} GiB free under {root}: the build needs ~{need} GiB; {hint}")
+
+
 def _download(run: _Run, module: str, version: str, cwd: Path) -> dict[str, object]:
     """`go mod download -json` one module: its go.mod path, .info path and VCS origin (for ldflags)."""
     out = _go(
@@ -411,9 +414,7 @@ def _download(run: _Run, module: str, version: str, cwd: Path) -> dict[str, obje
     try:
         info = json.loads(out)
     except ValueError:
-        raise KubeBuildError(
-            f"`go mod download -json {module}@{version}` printed no JSON (log {run.log})"
-        ) from None
+        raise KubeBuildError(f"`go mod download -json {module}@{version}` printed no JSON (log {run.log})") from None
     if not isinstance(info, dict) or "GoMod" not in info:
         raise KubeBuildError(f"`go mod download -json {module}@{version}` gave no go.mod (log {run.log})")
     return info
@@ -422,12 +423,7 @@ def _download(run: _Run, module: str, version: str, cwd: Path) -> dict[str, obje
 def _download_deps(run: _Run, src: Path, pkgs: Sequence[str], name: str) -> None:
     """Resolve and download every module the packages import, as its own timed step (network vs CPU)."""
     run.say(f"{name}: download modules")
-    _go(
-        run,
-        ["list", "-deps", "-f", "{{with .Module}}{{.Path}} {{.Version}}{{end}}", *pkgs],
-        src,
-        f"resolving modules for {name}",
-    )
+    _go(run, ["list", "-deps", *pkgs], src, f"downloading the modules {name} imports")
 
 
 def _go(
@@ -439,10 +435,10 @@ def _go(
     extra_env: Mapping[str, str] | None = None,
     capture: bool = False,
 ) -> str:
-    """Run go with stderr (and stdout unless captured) appended to the log; a heartbeat line every minute."""
+    """Run go with stderr appended to the log (stdout captured or dropped); a heartbeat line every minute."""
     env = {**run.env, **(extra_env or {})}
     with run.log.open("ab") as log:
-        log.write(f"\n$ cd {cwd} && go {' '.join(args)}\n".encode())
+        log.write(f"\n$ cd {shlex.quote(str(cwd))} && go {shlex.join(args)}\n".encode())
         log.flush()
         offset = log.tell()
         began = time.monotonic()
@@ -452,7 +448,7 @@ def _go(
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE if capture else log,
+                stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
                 stderr=log,
             )
         except OSError as exc:
@@ -468,7 +464,7 @@ def _go(
                         break
                     except subprocess.TimeoutExpired:
                         last = (_tail(run.log, offset) or [""])[-1][:100]
-                        run.say(f"  ... {what}: {time.monotonic() - began:.0f}s {last}")
+                        run.say(f"  ... {what}: {time.monotonic() - began:.0f}s {last}".rstrip())
         except BaseException:
             proc.kill()
             proc.wait()
@@ -491,9 +487,8 @@ def _tail(log: Path, offset: int, limit: int = 40) -> list[str]:
     with log.open("rb") as f:
         f.seek(offset)
         data = f.read()[-16384:].decode(errors="replace")
-    return [line.rstrip() for line in data.splitlines() if line.strip() and not line.startswith("# exit ")][
-        -limit:
-    ]
+    lines = [line.rstrip() for line in data.splitlines() if line.strip() and not line.startswith("# exit ")]
+    return lines[-limit:]
 
 
 _PROXY_URL = re.compile(
@@ -549,8 +544,13 @@ def _diagnose(what: str, code: int, lines: Sequence[str], env: Mapping[str, str]
     return f"go failed while {what}: {last} (log {log})"
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main() -> int:
     """Build everything (if needed) and print `name<TAB>path` lines."""
+    signal.signal(signal.SIGTERM, _interrupt)  # so a TERM also stops the go child and removes the temp dir
     try:
         paths = ensure_kube_binaries(lambda line: print(line, flush=True))
     except KubeBuildError as exc:

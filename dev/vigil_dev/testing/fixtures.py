@@ -4,6 +4,7 @@ Fixtures never skip: a component that cannot start is an error naming what is mi
 locally alike. Broker logs stay under `test-artifacts/` (the CI artifact directory) after the run.
 """
 
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -11,10 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from vigil_dev import procs
 from vigil_dev.errors import DevError
 from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.kafka.config import Security
+
+
+@pytest.fixture(scope="session", autouse=True)
+def servers_die_with_the_test_run() -> Iterator[None]:
+    """Every server this pytest process starts is SIGKILLed by the kernel if pytest dies without teardown."""
+    os.environ[procs.DIE_WITH_PARENT_ENV] = str(os.getpid())
+    yield
+    os.environ.pop(procs.DIE_WITH_PARENT_ENV, None)
 
 
 @pytest.fixture(scope="session")

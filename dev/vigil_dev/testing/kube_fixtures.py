@@ -1,0 +1,221 @@
+"""pytest fixtures over the real local Kubernetes (loaded by tests/conftest.py as a plugin).
+
+`kube` is a session-wide control plane (etcd, kube-apiserver, kube-controller-manager built from Go modules),
+`fakelet` a node whose pods run as real processes, `namespace` a fresh namespace per test. Fixtures never
+skip: a control plane that cannot start fails the test with one line naming what is missing. Logs stay under
+`test-artifacts/<run>/kube/logs/` (pods: `logs/pods/<ns>_<pod>/<container>.log`).
+"""
+
+import contextlib
+import json
+import shutil
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml  # type: ignore[import-untyped]
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from vigil_dev.errors import DevError
+from vigil_dev.kube import controlplane
+from vigil_dev.kube.controlplane import KubeCluster
+from vigil_dev.kube.fakelet import status as fakelet_status
+from vigil_dev.testing.waiting import wait_for
+
+Obj = dict[str, Any]
+FIELD_MANAGER = "vigil-tests"
+NODE = "node-1"
+
+
+@dataclass
+class Kube:
+    """The control plane and clients for it; pods and other objects come back as plain dicts (camelCase)."""
+
+    cluster: KubeCluster
+    api: Any  # kubernetes.client.ApiClient (untyped package)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.cluster.kubeconfig
+
+    @property
+    def core(self) -> Any:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def apps(self) -> Any:
+        return client.AppsV1Api(self.api)
+
+    @property
+    def custom(self) -> Any:
+        return client.CustomObjectsApi(self.api)
+
+    @property
+    def dynamic(self) -> Any:
+        untyped: Any = DynamicClient
+        return untyped(self.api, cache_file=str(self.cluster.home / "discovery-cache.json"))
+
+    def apply(self, manifest: Mapping[str, Any] | str, namespace: str | None = None) -> list[Obj]:
+        """Server-side apply one object or a YAML stream of them (as `kubectl apply --server-side`)."""
+        docs = list(yaml.safe_load_all(manifest)) if isinstance(manifest, str) else [manifest]
+        dyn = self.dynamic
+        out = []
+        for doc in filter(None, docs):
+            resource = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+            ns = (doc.get("metadata", {}).get("namespace") or namespace) if resource.namespaced else None
+            applied = dyn.server_side_apply(
+                resource, body=dict(doc), namespace=ns, field_manager=FIELD_MANAGER, force_conflicts=True
+            )
+            out.append(applied.to_dict())
+        return out
+
+    def pod(self, namespace: str, name: str) -> Obj | None:
+        """The pod as a dict, or None if there is none."""
+        try:
+            resp = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        result: Obj = json.loads(resp.data)
+        return result
+
+    def wait_pod(
+        self, namespace: str, name: str, accept: Callable[[Obj | None], bool], *, timeout: float, what: str
+    ) -> Obj | None:
+        """Poll the pod until `accept` takes it (None = absent); fails naming `what` and the last pod seen."""
+        return wait_for(
+            lambda: self.pod(namespace, name), accept, timeout=timeout, what=f"pod {namespace}/{name}: {what}"
+        )
+
+    def wait_ready(self, namespace: str, name: str, *, timeout: float) -> Obj:
+        pod = self.wait_pod(namespace, name, lambda p: p is not None and pod_ready(p), timeout=timeout, what="Ready")
+        assert pod is not None
+        return pod
+
+
+@dataclass(frozen=True)
+class Fakelet:
+    node: str
+    cluster: KubeCluster
+
+    @property
+    def log(self) -> Path:
+        return self.cluster.log_dir / f"fakelet-{self.node}" / "fakelet.log"
+
+    def container_log(self, namespace: str, pod: str, container: str) -> Path:
+        return self.cluster.pod_log_dir() / f"{namespace}_{pod}" / f"{container}.log"
+
+
+# -- helpers over pod dicts and /proc ----------------------------------------------------------------------
+
+
+def condition(obj: Mapping[str, Any] | None, kind: str) -> bool:
+    """Whether the object's status has condition `kind` True."""
+    conditions = (obj or {}).get("status", {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def pod_ready(pod: Mapping[str, Any] | None) -> bool:
+    return condition(pod, "Ready")
+
+
+def container_status(pod: Mapping[str, Any] | None, name: str) -> Obj | None:
+    status = (pod or {}).get("status", {})
+    for s in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        if s.get("name") == name:
+            return dict(s)
+    return None
+
+
+def container_pid(pod: Mapping[str, Any] | None, name: str) -> int | None:
+    """The pid of the container's running process (the fakelet reports `containerID: fakelet://<pid>`)."""
+    s = container_status(pod, name)
+    if not s or "running" not in s.get("state", {}):
+        return None
+    return fakelet_status.pid_of(s.get("containerID", ""))
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def process_env(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode(errors="replace").partition("=")[::2] for item in raw if item)
+
+
+def process_argv(pid: int) -> list[str]:
+    return [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+
+
+# -- fixtures ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def kube(artifacts_dir: Path) -> Iterator[Kube]:
+    """A real control plane for the whole session (about 8 s to start with warm binaries)."""
+    state = artifacts_dir / "kube"
+    try:
+        cluster = controlplane.create(state, progress=lambda _: None)
+    except DevError as exc:
+        pytest.fail(f"the real Kubernetes control plane could not start: {exc}", pytrace=False)
+    loader: Any = config
+    api = loader.new_client_from_config(config_file=str(cluster.kubeconfig))
+    try:
+        yield Kube(cluster, api)
+    finally:
+        api.close()
+        (KubeCluster.load(state) or cluster).stop()  # reloaded: it also lists fakelets started meanwhile
+        shutil.rmtree(cluster.home / "etcd", ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def fakelet(kube: Kube) -> Iterator[Fakelet]:
+    """A Ready node whose pods run as local processes (binds every pending pod: there is no scheduler)."""
+    try:
+        cluster = kube.cluster.start_fakelet(NODE)
+    except DevError as exc:
+        pytest.fail(f"the fakelet could not start: {exc}", pytrace=False)
+    try:
+        yield Fakelet(NODE, cluster)
+    finally:
+        leftovers = [name for name in cluster.stop_part(f"fakelet-{NODE}") if name != f"fakelet-{NODE}"]
+    if leftovers:  # the fakelet must stop its own containers on SIGTERM; these it left behind
+        pytest.fail(f"the fakelet left container processes running: {', '.join(leftovers)}", pytrace=False)
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    """A namespace of its own for each test (its `default` ServiceAccount exists); deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kube.core.create_namespace({"metadata": {"name": name}})
+    wait_for(
+        lambda: _exists(lambda: kube.core.read_namespaced_service_account("default", name)),
+        timeout=30,
+        what=f"the default ServiceAccount of namespace {name}",
+    )
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(ApiException):
+            kube.core.delete_namespace(name)
+
+
+def _exists(read: Callable[[], object]) -> bool:
+    try:
+        read()
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True

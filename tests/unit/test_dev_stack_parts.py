@@ -1,0 +1,41 @@
+"""`vigil dev` with Kubernetes parts: what status says about a recorded stack, and user errors in one line."""
+
+from pathlib import Path
+
+import pytest
+
+from vigil_core import cli
+from vigil_dev.kube.controlplane import KubeCluster, KubePorts
+
+
+def test_up_with_nothing_to_start_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["dev", "up", "--no-kafka", "--no-kube", "--state-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err == "vigil dev up: nothing to start: both Kafka and Kubernetes were left out\n"
+
+
+def test_status_names_every_kubernetes_part_of_a_stopped_stack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    KubeCluster(
+        state_dir=tmp_path,
+        version="v1.35.8",
+        ports=KubePorts(etcd=1, etcd_peer=2, apiserver=3, controller_manager=4),
+        binaries={},
+        nodes=("node-1",),
+    ).save()
+    assert cli.main(["dev", "status", "--state-dir", str(tmp_path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    names = [line.split()[0] for line in lines]
+    assert names == ["etcd", "kube-apiserver", "kube-controller-manager", "fakelet-node-1"]
+    assert all(line.split()[1] == "DOWN" for line in lines)
+    assert cli.main(["dev", "down", "--state-dir", str(tmp_path)]) == 0
+    assert "nothing running" in capsys.readouterr().out
+
+
+def test_layout_round_trips(tmp_path: Path) -> None:
+    cluster = KubeCluster(tmp_path, "v1.35.8", KubePorts(1, 2, 3, 4), {"etcd": "/bin/etcd"}, ("a", "b"))
+    cluster.save()
+    assert KubeCluster.load(tmp_path) == cluster
+    assert cluster.parts() == ["etcd", "kube-apiserver", "kube-controller-manager", "fakelet-a", "fakelet-b"]
+    assert KubeCluster.load(tmp_path / "elsewhere") is None

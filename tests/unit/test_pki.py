@@ -1,0 +1,88 @@
+"""Certificates for Kafka TLS, the control plane and webhooks: the chains and names servers check."""
+
+import ssl
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from vigil_dev import pki
+from vigil_dev.kafka import tls
+from vigil_dev.kube import certs
+
+
+def sans(cert: x509.Certificate) -> list[str]:
+    ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    return [str(n.value) for n in ext]
+
+
+def usages(cert: x509.Certificate) -> list[x509.ObjectIdentifier]:
+    try:
+        return list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+    except x509.ExtensionNotFound:
+        return []
+
+
+def signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    key = ca.public_key()
+    assert isinstance(key, ec.EllipticCurvePublicKey)
+    assert cert.signature_hash_algorithm is not None
+    key.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+    return cert.issuer == ca.subject
+
+
+def load(path: Path) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(path.read_bytes())
+
+
+def test_control_plane_pki(tmp_path: Path) -> None:
+    files = certs.write_control_plane_pki(tmp_path, "10.0.0.1")
+    ca = load(files.ca_cert)
+    apiserver = load(files.cert("apiserver")[0])
+    assert signed_by(apiserver, ca)
+    assert sans(apiserver) == [*certs.APISERVER_NAMES, "10.0.0.1"]
+    assert usages(apiserver) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    admin = load(files.cert("admin")[0])
+    assert admin.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value == "system:masters"
+    assert usages(admin) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+    kcm = load(files.cert("controller-manager")[0])
+    assert kcm.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "system:kube-controller-manager"
+    assert signed_by(kcm, ca)
+    assert files.ca_key.stat().st_mode & 0o777 == 0o600
+    assert files.sa_key.stat().st_mode & 0o777 == 0o600
+    assert b"PUBLIC KEY" in files.sa_pub.read_bytes()
+
+
+def test_webhook_serving_cert_passes_tls_verification(tmp_path: Path) -> None:
+    files = certs.write_control_plane_pki(tmp_path / "pki", "10.0.0.1")
+    cert, key = certs.issue_serving_cert(files.ca(), tmp_path, ["127.0.0.1", "hook.svc"])
+    leaf = load(cert)
+    assert sans(leaf) == ["127.0.0.1", "hook.svc"]
+    assert signed_by(leaf, load(files.ca_cert))
+    # Python's own TLS stack accepts the pair as a server identity and the CA as a trust anchor.
+    ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    ssl.create_default_context(cafile=str(files.ca_cert))
+
+
+def test_kafka_tls_files_unchanged_in_shape(tmp_path: Path) -> None:
+    files = tls.write_tls_files(tmp_path)
+    ca = load(files.ca)
+    assert ca.subject.rfc4514_string() == "CN=vigil-dev-ca"
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    broker = x509.load_pem_x509_certificates(files.broker_bundle.read_bytes())[0]
+    assert sans(broker) == ["localhost", "127.0.0.1"]
+    assert usages(broker) == []  # no EKU: the broker's certificate also serves inter-broker client use
+    assert b"PRIVATE KEY" in files.broker_bundle.read_bytes()
+    assert signed_by(load(files.client_cert), ca)
+    assert files.client_key.stat().st_mode & 0o777 == 0o600
+    assert tls.write_tls_files(tmp_path) == files  # created once
+    assert load(files.ca) == ca
+
+
+def test_load_round_trip(tmp_path: Path) -> None:
+    ca = pki.new_ca("x")
+    ca.write(tmp_path / "ca.crt", tmp_path / "ca.key")
+    again = pki.load(tmp_path / "ca.crt", tmp_path / "ca.key")
+    assert again.cert == ca.cert
+    assert again.key_pem() == ca.key_pem()
