@@ -1,0 +1,68 @@
+"""The beacon protocol: one small JSON object per poll, sent by the app to its sidecar on loopback.
+
+The same bytes travel as a UDP datagram (fire-and-forget: the app never waits) or as the body of
+`POST /v1/beacon`. Fields (unknown ones are ignored, so newer apps work with older sidecars):
+
+    {"member_id": "orders-0-5f0c...", "generation": 7, "instance_id": "orders-0", "assigned": 2, "time": 1763.5}
+
+`generation` is -1 when the app cannot tell (the watchdog then never uses it for a heartbeat).
+"""
+
+import json
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from vigil_core.kafka.security import describe_validation_error
+from vigil_sidecar.watchdog.state import Beacon
+
+MAX_BEACON_BYTES = 2048
+
+
+class BeaconError(ValueError):
+    """A beacon that cannot be used; the message is one line naming the field."""
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    member_id: Annotated[str, Field(min_length=1, max_length=512)]
+    generation: int = -1
+    instance_id: Annotated[str, Field(max_length=512)] | None = None
+    assigned: Annotated[int, Field(ge=0)] = 0
+    time: float
+
+
+def parse_beacon(data: bytes) -> Beacon:
+    """Validate one beacon; BeaconError (one line) for anything malformed."""
+    if len(data) > MAX_BEACON_BYTES:
+        raise BeaconError(f"beacon: {len(data)} bytes, at most {MAX_BEACON_BYTES}")
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BeaconError(f"beacon: not JSON ({exc.__class__.__name__})") from None
+    try:
+        msg = _Message.model_validate(raw)
+    except ValidationError as exc:
+        raise BeaconError(f"beacon {describe_validation_error(exc)}") from None
+    return Beacon(
+        member_id=msg.member_id,
+        generation=msg.generation,
+        instance_id=msg.instance_id or None,
+        assigned_partitions=msg.assigned,
+        app_time=msg.time,
+    )
+
+
+def encode_beacon(member_id: str, generation: int, instance_id: str | None, assigned: int, time: float) -> bytes:
+    """The bytes an app sends (the helper uses this; other languages follow the README's protocol)."""
+    return json.dumps(
+        {
+            "member_id": member_id,
+            "generation": generation,
+            "instance_id": instance_id,
+            "assigned": assigned,
+            "time": time,
+        },
+        separators=(",", ":"),
+    ).encode()

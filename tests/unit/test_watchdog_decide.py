@@ -1,0 +1,366 @@
+"""The watchdog's decisions as tables: each case is a list of (time, observation, expected actions).
+
+`WAIT` in an expectation matches any `Wait`; a `Wait(until)` matches exactly. Times are monotonic seconds.
+"""
+
+import ast
+import pathlib
+from dataclasses import replace
+
+import pytest
+
+from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView, TopicPartitionRef
+from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify, code_of
+from vigil_sidecar.watchdog import decide as wd
+from vigil_sidecar.watchdog.state import (
+    Action,
+    ActionResult,
+    Alert,
+    AlertKind,
+    Beacon,
+    CoordinatorResult,
+    Describe,
+    DescribeResult,
+    Evict,
+    LookupCoordinator,
+    Observation,
+    Restart,
+    StallAction,
+    Tick,
+    Wait,
+    WatchdogConfig,
+    WatchdogState,
+)
+from vigil_sidecar.watchdog.timers import CheckTimer, PollTimer, SessionView
+
+POD = "pod-0"
+HOST = "/127.0.0.1"
+CFG = WatchdogConfig(pod_name=POD, stall_timeout=30.0, check_interval=5.0, cooldown=120.0, session_timeout=45.0)
+WAIT = object()
+TICK = Tick()
+
+
+def member(member_id: str = "pod-0-a", client_id: str = POD, instance_id: str | None = None) -> MemberView:
+    return MemberView(member_id, instance_id, client_id, HOST, (TopicPartitionRef("t", 0),))
+
+
+OURS = member()
+OTHER = member("pod-1-b", "pod-1")
+
+
+def view(*members: MemberView, state: GroupState = GroupState.STABLE) -> DescribeResult:
+    return DescribeResult(GroupView("g", state, GroupType.CLASSIC, "range", 1, members or (OURS, OTHER)))
+
+
+def beacon(member_id: str = "pod-0-a", parts: int = 3, instance_id: str | None = None) -> Beacon:
+    return Beacon(member_id=member_id, generation=1, instance_id=instance_id, assigned_partitions=parts, app_time=0.0)
+
+
+def outcome(api: Api, name: str) -> Outcome:
+    return classify(api, code_of(name))
+
+
+def left(name: str = "NONE") -> ActionResult:
+    return ActionResult(outcome(Api.LEAVE_GROUP, name))
+
+
+def evict(age: float, member_id: str = "pod-0-a", instance_id: str | None = None) -> Evict:
+    return Evict(member_id, instance_id, wd.stall_reason(age, 30.0))
+
+
+Step = tuple[float, Observation, list[object]]
+
+# a watchdog that found the coordinator, got one poll at t=1 and proved the member: its stall deadline is 31
+STARTED: list[Step] = [
+    (0.0, TICK, [LookupCoordinator()]),
+    (0.1, CoordinatorResult(1), [Wait(5.1)]),
+    (1.0, beacon(), [Describe()]),
+    (1.1, view(), [Wait(6.1)]),
+]
+STALL_EVICTED: list[Step] = [
+    *STARTED,
+    (30.9, TICK, [Wait(31.0)]),
+    (31.0, TICK, [Describe()]),
+    (31.2, view(), [evict(30.2)]),
+]
+
+CASES: dict[str, list[Step]] = {
+    "start: find the coordinator, wait for the app's first poll, prove its member once": STARTED,
+    "healthy app: polls keep the timer fresh, no broker request per check": [
+        *STARTED,
+        *[(t, beacon(), [WAIT]) for t in (10.0, 20.0, 30.0, 40.0, 50.0)],
+        (79.0, TICK, [WAIT]),
+    ],
+    "never before the threshold": [*STARTED, (30.99, TICK, [Wait(31.0)])],
+    "stalled in a Stable group: look again, then evict the proven pair with a reason": STALL_EVICTED,
+    "DONE ends the episode: nothing more until the app polls again": [
+        *STALL_EVICTED,
+        (31.3, left(), [WAIT]),
+        *[(t, TICK, [WAIT]) for t in (40.0, 100.0, 400.0)],
+    ],
+    "ALREADY_GONE ends the episode without retry": [
+        *STALL_EVICTED,
+        (31.3, left("UNKNOWN_MEMBER_ID"), [WAIT]),
+        (36.0, TICK, [WAIT]),
+        (90.0, TICK, [WAIT]),
+    ],
+    "NOTHING_TO_DO (the instance id moved on) ends the episode without retry": [
+        *STALL_EVICTED,
+        (31.3, left("FENCED_INSTANCE_ID"), [WAIT]),
+        (90.0, TICK, [WAIT]),
+    ],
+    "a transport error on LeaveGroup: look again after a backoff, retry the same pair": [
+        *STALL_EVICTED,
+        (31.3, ActionResult(classify(Api.LEAVE_GROUP, TRANSPORT_ERROR)), [Wait(31.8)]),
+        (31.8, TICK, [Describe()]),
+        (31.9, view(), [evict(30.9)]),
+        (32.0, left(), [WAIT]),
+    ],
+    "a transient LeaveGroup failure, then the app polls: a later stall is a new act, inside the cooldown": [
+        *STALL_EVICTED,
+        (31.3, ActionResult(classify(Api.LEAVE_GROUP, TRANSPORT_ERROR)), [Wait(31.8)]),
+        (31.5, beacon(), [WAIT]),
+        (61.5, TICK, [Describe()]),
+        (61.6, view(), [Alert(AlertKind.COOLDOWN, "*"), WAIT]),
+        (70.0, TICK, [WAIT]),
+    ],
+    "NOT_COORDINATOR on LeaveGroup: find the coordinator, look again, retry": [
+        *STALL_EVICTED,
+        (31.3, left("NOT_COORDINATOR"), [LookupCoordinator()]),
+        (31.4, CoordinatorResult(2), [Wait(31.8)]),
+        (31.8, TICK, [Describe()]),
+        (31.9, view(), [evict(30.9)]),
+    ],
+    "REPORT on LeaveGroup: one alert, no retry, keeps running": [
+        *STALL_EVICTED,
+        (
+            31.3,
+            left("GROUP_AUTHORIZATION_FAILED"),
+            [Alert(AlertKind.REPORT, str(outcome(Api.LEAVE_GROUP, "GROUP_AUTHORIZATION_FAILED"))), WAIT],
+        ),
+        (40.0, TICK, [WAIT]),
+    ],
+    "not Stable at the deadline: no action; the stall timeout counts afresh once Stable again": [
+        *STARTED,
+        (31.0, TICK, [Describe()]),
+        (31.1, view(state=GroupState.PREPARING_REBALANCE), [Wait(36.1)]),
+        (36.1, TICK, [Describe()]),
+        (36.2, view(state=GroupState.COMPLETING_REBALANCE), [Wait(41.2)]),
+        (41.2, TICK, [Describe()]),
+        (41.3, view(), [Wait(46.3)]),
+        (71.2, TICK, [Wait(71.3)]),
+        (71.3, TICK, [Describe()]),
+        (71.4, view(), [evict(70.4)]),
+    ],
+    "the stalled member left in the meantime: nothing to do, quietly": [
+        *STARTED,
+        (31.0, TICK, [Describe()]),
+        (31.1, view(OTHER), [WAIT]),
+        (36.0, TICK, [WAIT]),
+        (99.0, TICK, [WAIT]),
+    ],
+    "no member is provably the pod's (host only): one alert, never an eviction": [
+        (0.0, TICK, [LookupCoordinator()]),
+        (0.1, CoordinatorResult(1), [WAIT]),
+        (1.0, beacon("pod-0-z"), [Describe()]),  # a member id the group does not have (yet)
+        (1.1, view(member("x-1", "someone"), OTHER), [WAIT]),
+        (31.0, TICK, [Describe()]),
+        (31.1, view(member("x-1", "someone"), OTHER), [Alert(AlertKind.IDENTITY, "*"), WAIT]),
+        (36.1, TICK, [Describe()]),
+        (36.2, view(member("x-1", "someone"), OTHER), [WAIT]),
+    ],
+    "static member: proven by instance id, evicted as the observed pair": [
+        (0.0, TICK, [LookupCoordinator()]),
+        (0.1, CoordinatorResult(1), [WAIT]),
+        (1.0, beacon("pod-0-s", instance_id="ns-pod-0"), [Describe()]),
+        (1.1, view(member("pod-0-s", instance_id="ns-pod-0"), OTHER), [WAIT]),
+        (31.0, TICK, [Describe()]),
+        (31.1, view(member("pod-0-s", instance_id="ns-pod-0"), OTHER), [evict(30.1, "pod-0-s", "ns-pod-0")]),
+    ],
+    "static member replaced (the instance id is held by a newer member): not the stalled app": [
+        (0.0, TICK, [LookupCoordinator()]),
+        (0.1, CoordinatorResult(1), [WAIT]),
+        (1.0, beacon("pod-0-s", instance_id="ns-pod-0"), [Describe()]),
+        (1.1, view(member("pod-0-t", instance_id="ns-pod-0"), OTHER), [WAIT]),
+        (31.0, TICK, [Describe()]),
+        (31.1, view(member("pod-0-t", instance_id="ns-pod-0"), OTHER), [Alert(AlertKind.IDENTITY, "*"), WAIT]),
+    ],
+    "an idle member (no partitions) is never evicted": [
+        (0.0, TICK, [LookupCoordinator()]),
+        (0.1, CoordinatorResult(1), [WAIT]),
+        (1.0, beacon(parts=0), [Describe()]),
+        (1.1, view(), [WAIT]),
+        (31.0, TICK, [Describe()]),
+        (31.1, view(), [WAIT]),
+        (60.0, TICK, [WAIT]),
+    ],
+    "a failed lookup backs off before the next": [
+        (0.0, TICK, [LookupCoordinator()]),
+        (0.1, CoordinatorResult(outcome(Api.FIND_COORDINATOR, "COORDINATOR_NOT_AVAILABLE")), [Wait(0.6)]),
+        (0.3, TICK, [Wait(0.6)]),
+        (0.6, TICK, [LookupCoordinator()]),
+        (0.7, CoordinatorResult(outcome(Api.FIND_COORDINATOR, "COORDINATOR_NOT_AVAILABLE")), [Wait(1.7)]),
+        (1.7, TICK, [LookupCoordinator()]),
+        (1.8, CoordinatorResult(1), [WAIT]),
+    ],
+    "REPORT on describe: one alert, doubling backoff, keeps running": [
+        (0.0, TICK, [LookupCoordinator()]),
+        (0.1, CoordinatorResult(1), [WAIT]),
+        (1.0, beacon(), [Describe()]),
+        (
+            1.1,
+            DescribeResult(outcome(Api.DESCRIBE_GROUP, "GROUP_AUTHORIZATION_FAILED")),
+            [Alert(AlertKind.REPORT, str(outcome(Api.DESCRIBE_GROUP, "GROUP_AUTHORIZATION_FAILED"))), Wait(1.6)],
+        ),
+        (1.6, TICK, [Describe()]),
+        (1.7, DescribeResult(outcome(Api.DESCRIBE_GROUP, "GROUP_AUTHORIZATION_FAILED")), [Wait(2.7)]),
+        (2.7, TICK, [Describe()]),
+        (2.8, view(), [WAIT]),
+    ],
+    "NOT_COORDINATOR on describe: find the coordinator again first": [
+        (0.0, TICK, [LookupCoordinator()]),
+        (0.1, CoordinatorResult(1), [WAIT]),
+        (1.0, beacon(), [Describe()]),
+        (1.1, DescribeResult(outcome(Api.DESCRIBE_GROUP, "NOT_COORDINATOR")), [LookupCoordinator()]),
+        (1.2, CoordinatorResult(2), [Wait(1.6)]),
+        (1.6, TICK, [Describe()]),
+    ],
+    "a new member id (the app rejoined) is proven again before anything is done": [
+        *STARTED,
+        (10.0, beacon("pod-0-b"), [Describe()]),
+        (10.1, view(member("pod-0-b"), OTHER), [WAIT]),
+        (40.0, TICK, [Describe()]),
+        (40.1, view(member("pod-0-b"), OTHER), [evict(30.1, "pod-0-b")]),
+    ],
+}
+
+
+def run(steps: list[Step], config: WatchdogConfig = CFG) -> WatchdogState:
+    state = WatchdogState.initial(config)
+    for i, (now, observation, expected) in enumerate(steps):
+        state, actions = wd.decide(state, observation, now)
+        assert _matches(actions, expected), f"step {i} at t={now} ({observation}): got {actions}, want {expected}"
+    return state
+
+
+def _matches(actions: list[Action], expected: list[object]) -> bool:
+    if len(actions) != len(expected):
+        return False
+    for got, want in zip(actions, expected, strict=True):
+        if want is WAIT:
+            if not isinstance(got, Wait):
+                return False
+        elif isinstance(want, Alert) and want.message == "*":
+            if not (isinstance(got, Alert) and got.kind is want.kind):
+                return False
+        elif isinstance(want, Wait) and isinstance(got, Wait):
+            if got.until != pytest.approx(want.until):
+                return False
+        elif got != want:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("steps", CASES.values(), ids=CASES.keys())
+def test_decisions(steps: list[Step]) -> None:
+    run(steps)
+
+
+def test_restart_action_flips_the_probe_once() -> None:
+    config = replace(CFG, action=StallAction.RESTART)
+    run(
+        [
+            *STARTED,
+            (31.0, TICK, [Describe()]),
+            (31.1, view(), [Restart("pod-0-a", None, wd.stall_reason(30.1, 30.0)), WAIT]),
+            (36.0, TICK, [WAIT]),
+            (99.0, TICK, [WAIT]),
+        ],
+        config,
+    )
+
+
+def test_alert_action_and_cooldown_per_member() -> None:
+    """Action `alert` keeps the member: a second stall within the cooldown waits for its end (one alert), then acts."""
+    config = replace(CFG, action=StallAction.ALERT)
+    state = run(
+        [
+            *STARTED,
+            (31.0, TICK, [Describe()]),
+            (31.1, view(), [Alert(AlertKind.STALL, "*"), WAIT]),
+            (40.0, beacon(), [WAIT]),  # the app came back, then stalls again
+            (70.0, TICK, [Describe()]),
+            (70.1, view(), [Alert(AlertKind.COOLDOWN, "*"), Wait(75.1)]),
+            (75.1, TICK, [WAIT]),
+            (150.0, TICK, [Wait(151.1)]),
+            (151.1, TICK, [Describe()]),
+            (151.2, view(), [Alert(AlertKind.STALL, "*"), WAIT]),
+        ],
+        config,
+    )
+    assert [at for _, at in state.acted] == [pytest.approx(151.2)]  # the older action aged out of the record
+
+
+def test_eviction_reason_text() -> None:
+    assert wd.stall_reason(42.13, 30.0) == "vigil: no poll for 42.1s (stall timeout 30s)"
+    assert wd.stall_reason(7.0, 7.5) == "vigil: no poll for 7.0s (stall timeout 7.5s)"
+
+
+def test_a_request_without_answer_is_asked_again_after_a_session() -> None:
+    state = run([*STARTED, (31.0, TICK, [Describe()])])
+    state, actions = wd.decide(state, TICK, 40.0)
+    assert isinstance(actions[-1], Wait)
+    state, actions = wd.decide(state, TICK, 31.0 + CFG.session_timeout)
+    assert actions == [Describe()]
+
+
+def test_a_stale_answer_to_an_eviction_nobody_asked_for_is_ignored() -> None:
+    state = run(STARTED)
+    new_state, actions = wd.decide(state, left(), 2.0)
+    assert new_state.episode is None
+    assert all(isinstance(a, Wait) for a in actions)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("stall_timeout", 0.0), ("check_interval", -1.0), ("session_timeout", float("nan")), ("cooldown", -1.0)],
+)
+def test_config_rejects_nonsense(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=field):
+        replace(CFG, **{field: value})
+    with pytest.raises(ValueError, match="pod_name"):
+        replace(CFG, pod_name="")
+
+
+def test_timers() -> None:
+    poll = PollTimer.started(10.0, 30.0)
+    assert (poll.deadline, poll.expired(39.9), poll.expired(40.0)) == (40.0, False, True)
+    restarted = poll.with_restart(25.0)
+    assert (restarted.deadline, restarted.poll_age(50.0)) == (55.0, 40.0)
+    assert restarted.with_poll(20.0).deadline == 55.0  # an out-of-order poll never pulls the deadline earlier
+    assert SessionView(0.0, 45.0).expired(45.0)
+    assert not SessionView(0.0, 45.0).with_answer(10.0).expired(45.0)
+    check = CheckTimer()
+    assert check.due(0.0)
+    failed = check.with_failure(1.0, base=0.5, cap=2.0).with_failure(1.5, base=0.5, cap=2.0)
+    assert (failed.next_at, failed.failures, failed.may_retry(2.4), failed.may_retry(2.5)) == (2.5, 2, False, True)
+    ok = failed.with_success(3.0, 5.0)
+    assert (ok.next_at, ok.failures, ok.may_retry(3.0), ok.due(3.0)) == (8.0, 0, True, False)
+    assert ok.with_due(4.0).due(4.0)
+
+
+_IO = {"asyncio", "socket", "aiohttp", "confluent_kafka", "kafka", "kubernetes", "kopf", "subprocess", "time", "os"}
+
+
+def test_the_watchdog_does_no_io_and_reads_no_clock() -> None:
+    package = pathlib.Path(wd.__file__).parent
+    for path in sorted(package.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in _IO, f"{path.name} imports {name}"
