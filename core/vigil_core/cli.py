@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 #: Subcommands whose issue has not landed yet: name -> (what it will do, the issue that delivers it).
 PENDING: dict[str, tuple[str, str]] = {
-    "sidecar": ("run the liveness sidecar next to a consumer", "#5 Sidecar watchdog"),
     "operator": ("run the ConsumerGroup operator and injection webhook", "#7 Operator"),
     "report": ("run the rebalance report (PySpark)", "#9 The rebalance report"),
     "crd": ("print the ConsumerGroup CRD", "#7 Operator"),
@@ -23,6 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     from vigil_dev import cli as dev_cli  # noqa: PLC0415 - keeps the stack code off the sidecar's import path
 
     dev_cli.add_arguments(sub.add_parser("dev", help="the real local stack: up, down, status"))
+    sub.add_parser("sidecar", help="run the liveness sidecar next to a consumer (flags: vigil sidecar --help)",
+                   add_help=False)  # fmt: skip
     sub.add_parser("demo", help="stack up, a real 3-member consumer group described by the broker, stack down")
     for name, (text, issue) in PENDING.items():
         sub.add_parser(name, help=f"{text} (not yet: {issue})", add_help=False)
@@ -32,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
+    if args.command == "sidecar":
+        from vigil_sidecar.__main__ import main as sidecar_main  # noqa: PLC0415 - imports the sidecar only when run
+
+        return sidecar_main(rest)
     if args.command in PENDING:
         text, issue = PENDING[args.command]
         print(f"vigil {args.command}: not implemented yet — lands with issue {issue} ({text})", file=sys.stderr)

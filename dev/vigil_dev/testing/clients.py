@@ -3,7 +3,7 @@
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +132,8 @@ class Member:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     consumer: Any = None
+    consumer_factory: Callable[[ClientConfig], Any] = Consumer
+    """What builds the client: confluent-kafka's Consumer, or the app helper that beacons to a sidecar."""
 
     def start(self) -> "Member":
         defaults = dict(CONSUMER_DEFAULTS)
@@ -141,7 +143,7 @@ class Member:
                 defaults.pop(key, None)
         identity: ClientConfig = {"group.id": self.group, "client.id": self.client_id}
         conf = self.conn.confluent_config() | defaults | identity | self.extra
-        self.consumer = Consumer(conf)
+        self.consumer = self.consumer_factory(conf)
         self.consumer.subscribe(self.topics)
         self._thread = threading.Thread(target=self._run, name=f"member-{self.client_id}", daemon=True)
         self._thread.start()

@@ -1,0 +1,153 @@
+"""The sidecar's settings: env vars (`VIGIL_<NAME>`, what the injected container gets) or the same names as
+flags (`--stall-timeout-seconds 30`); flags win. Validated at start: a bad value is one line naming the
+variable or flag, and the process exits 2 (a config error never becomes a crash loop of tracebacks).
+"""
+
+import argparse
+from collections.abc import Mapping, Sequence
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from vigil_core import rules
+from vigil_core.errors import ConfigError
+from vigil_core.kafka.security import KafkaConnection, describe_validation_error
+from vigil_sidecar.watchdog.state import StallAction, WatchdogConfig
+
+ENV_PREFIX = "VIGIL_"
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class SidecarSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    group_id: Annotated[str, Field(min_length=1)]
+    """The consumer group of the app next to this sidecar."""
+    pod_name: Annotated[str, Field(min_length=1)]
+    """This pod's name (downward API): the identity a member must be proven to have."""
+    namespace: str | None = None
+    instance_id: str | None = None
+    """The app's `group.instance.id` when it is a static member."""
+    stall_timeout_seconds: Seconds = 60.0
+    """No poll for this long → the app counts as stalled."""
+    action: StallAction = StallAction.LEAVE_GROUP
+    """What to do about a stall: leave-group (compare-and-remove), restart (fail the app's probe), alert."""
+    cooldown_seconds: Seconds | None = None
+    """At most one action per member within this long (default: 2 × stall timeout)."""
+    check_interval_seconds: Seconds | None = None
+    """The longest the watchdog sleeps (default: a quarter of the stall timeout, at most 5 s)."""
+    session_timeout_seconds: Seconds = 45.0
+    """The app's `session.timeout.ms` in seconds (classic groups)."""
+    heartbeat_interval_seconds: Seconds | None = None
+    max_poll_interval_seconds: Seconds | None = None
+    group_protocol: rules.GroupProtocol = rules.GroupProtocol.CLASSIC
+    beacon_bind: str = "127.0.0.1"
+    """Where the beacon listener binds: loopback (the pod IP only where pods share a host, as on the fakelet)."""
+    beacon_port: Port = 7390
+    health_bind: str = "0.0.0.0"  # noqa: S104 - the kubelet probes the pod IP
+    health_port: Port = 7391
+    events_topic: str = "vigil.events"
+    """Where events go ("" turns them off); created by its owner, never by vigil."""
+    cluster: str = "kafka"
+    """A name for the Kafka cluster in events."""
+
+    @model_validator(mode="after")
+    def _ports_differ(self) -> "SidecarSettings":
+        if self.beacon_port == self.health_port and self.beacon_bind == self.health_bind:
+            raise ValueError("beacon_port and health_port must differ")
+        return self
+
+    @property
+    def cooldown(self) -> float:
+        return self.cooldown_seconds if self.cooldown_seconds is not None else 2 * self.stall_timeout_seconds
+
+    @property
+    def check_interval(self) -> float:
+        if self.check_interval_seconds is not None:
+            return self.check_interval_seconds
+        return min(5.0, self.stall_timeout_seconds / 4)
+
+    def watchdog(self) -> WatchdogConfig:
+        return WatchdogConfig(
+            pod_name=self.pod_name,
+            stall_timeout=self.stall_timeout_seconds,
+            check_interval=self.check_interval,
+            cooldown=self.cooldown,
+            session_timeout=self.session_timeout_seconds,
+            action=self.action,
+            instance_id=self.instance_id,
+        )
+
+    def timings(self) -> rules.ClientTimings:
+        def ms(value: float | None) -> int | None:
+            return None if value is None else round(value * 1000)
+
+        classic = self.group_protocol is rules.GroupProtocol.CLASSIC
+        return rules.ClientTimings(
+            protocol=self.group_protocol,
+            session_timeout_ms=ms(self.session_timeout_seconds) if classic else None,
+            heartbeat_interval_ms=ms(self.heartbeat_interval_seconds),
+            max_poll_interval_ms=ms(self.max_poll_interval_seconds),
+            stall_timeout_ms=ms(self.stall_timeout_seconds),
+        )
+
+
+#: Broker bounds that accept anything: at start only the client's own consistency is checked (start never
+#: waits for Kafka); the broker's real limits are checked once it answers.
+NO_BROKER_LIMITS = rules.BrokerLimits(
+    min_session_ms=1,
+    max_session_ms=2**31 - 1,
+    consumer_min_session_ms=1,
+    consumer_max_session_ms=2**31 - 1,
+    consumer_min_heartbeat_ms=1,
+    consumer_max_heartbeat_ms=2**31 - 1,
+    from_defaults=False,
+)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def parse_args(argv: Sequence[str]) -> dict[str, str]:
+    """Flags named after the fields (`--stall-timeout-seconds`); unknown flags are a usage error."""
+    parser = argparse.ArgumentParser(prog="vigil sidecar", description="Kafka consumer liveness sidecar")
+    for name, field in SidecarSettings.model_fields.items():
+        parser.add_argument(_flag(name), dest=name, metavar="VALUE", help=field.description)
+    return {k: v for k, v in vars(parser.parse_args(list(argv))).items() if v is not None}
+
+
+def load(
+    env: Mapping[str, str], argv: Sequence[str] = ()
+) -> tuple[SidecarSettings, KafkaConnection, list[rules.Finding]]:
+    """Settings, the Kafka connection and the start-time timing findings; ConfigError (one line) if invalid."""
+    flags = parse_args(argv)
+    values: dict[str, str] = {}
+    for name in SidecarSettings.model_fields:
+        value = flags.get(name, env.get(f"{ENV_PREFIX}{name.upper()}", ""))
+        if value != "":
+            values[name] = value
+    try:
+        settings = SidecarSettings.model_validate(values)
+    except ValidationError as exc:
+        problem = describe_validation_error(exc, prefix=ENV_PREFIX)
+        name = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
+        if name in flags:
+            problem = problem.replace(f"{ENV_PREFIX}{name.upper()}", _flag(name), 1)
+        raise ConfigError(problem) from None
+    connection = KafkaConnection.from_env(env)
+    findings = rules.check_timings(settings.timings(), NO_BROKER_LIMITS)
+    errors = [f for f in findings if f.severity is rules.Severity.ERROR]
+    if errors:
+        raise ConfigError(f"{SETTING_VARIABLES.get(errors[0].setting, errors[0].setting)}: {errors[0].message}")
+    return settings, connection, findings
+
+
+#: How the sidecar spells the settings the timing rules name (the rules speak Kafka's property names).
+SETTING_VARIABLES = {
+    rules.SESSION: f"{ENV_PREFIX}SESSION_TIMEOUT_SECONDS",
+    rules.HEARTBEAT: f"{ENV_PREFIX}HEARTBEAT_INTERVAL_SECONDS",
+    rules.MAX_POLL: f"{ENV_PREFIX}MAX_POLL_INTERVAL_SECONDS",
+    rules.STALL_TIMEOUT: f"{ENV_PREFIX}STALL_TIMEOUT_SECONDS",
+}

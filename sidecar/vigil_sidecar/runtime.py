@@ -1,0 +1,246 @@
+"""The sidecar's loop: feed observations to the pure watchdog and carry out the actions it returns.
+
+All Kafka I/O runs on one worker thread (the group client is blocking and used from one thread); its answers
+come back as observations through the same queue as the beacons, so `decide` sees one ordered stream.
+Start never waits for Kafka: the client is created on first use, and an unreachable broker is just a
+transport outcome the watchdog backs off from.
+"""
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from vigil_core import events
+from vigil_core.kafka.event_sink import EventSink
+from vigil_core.kafka.group_client import GroupClient, GroupClientError
+from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, Reaction, classify
+from vigil_core.kafka.security import KafkaConnection
+from vigil_sidecar.config import SidecarSettings
+from vigil_sidecar.metrics import Metrics
+from vigil_sidecar.watchdog import decide as watchdog
+from vigil_sidecar.watchdog.state import (
+    ActionResult,
+    Alert,
+    AlertKind,
+    Beacon,
+    CoordinatorResult,
+    Describe,
+    DescribeResult,
+    Evict,
+    LookupCoordinator,
+    Observation,
+    Restart,
+    Tick,
+    Wait,
+    WatchdogState,
+)
+
+log = logging.getLogger("vigil.sidecar")
+
+
+class Sidecar:
+    def __init__(self, settings: SidecarSettings, connection: KafkaConnection, metrics: Metrics) -> None:
+        self.settings = settings
+        self.connection = connection
+        self.metrics = metrics
+        self.state = WatchdogState.initial(settings.watchdog())
+        self.app_probe_failing = False
+        self.loop_alive_at = time.monotonic()
+        self.last_beacon_at: float | None = None
+        self.last_action: dict[str, Any] | None = None
+        self.last_bad_beacon: str | None = None
+        """The last malformed beacon's problem: each kind is logged once, not per datagram."""
+        self._queue: asyncio.Queue[Observation] = asyncio.Queue()
+        self._wake_at: float | None = None
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-kafka")
+        self._client: GroupClient | None = None
+        self._sink: EventSink | None = None
+
+    # -- inputs ------------------------------------------------------------------------------------------------
+    def beacon(self, beacon: Beacon, transport: str) -> None:
+        self.metrics.beacons.labels(transport).inc()
+        self.last_beacon_at = time.monotonic()
+        if self.app_probe_failing:  # the app polls again: the restart it needed has happened
+            self.app_probe_failing = False
+            self.metrics.app_probe_failing.set(0)
+        self._queue.put_nowait(beacon)
+
+    # -- the loop ----------------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        observation: Observation = Tick()
+        while True:
+            self.loop_alive_at = now = time.monotonic()
+            if self.last_beacon_at is not None:
+                self.metrics.poll_age.set(now - self.last_beacon_at)
+            self.state, actions = watchdog.decide(self.state, observation, now)
+            self._wake_at = None
+            for action in actions:
+                self._carry_out(action)
+            observation = await self._next_observation()
+
+    async def _next_observation(self) -> Observation:
+        # wake at least every check interval so /livez and the poll-age metric stay fresh
+        limit = self.settings.check_interval
+        timeout = limit if self._wake_at is None else min(limit, max(0.0, self._wake_at - time.monotonic()))
+        try:
+            return await asyncio.wait_for(self._queue.get(), timeout)
+        except TimeoutError:
+            return Tick()
+
+    def _carry_out(self, action: object) -> None:
+        match action:
+            case Wait(until=until):
+                self._wake_at = until
+            case LookupCoordinator():
+                self._in_worker(Api.FIND_COORDINATOR, self._lookup)
+            case Describe():
+                self._in_worker(Api.DESCRIBE_GROUP, self._describe)
+            case Evict() as evict:
+                self._stall_event(evict.member_id, evict.instance_id, "leave-group")
+                self._emit(events.EvictionRequested, evict.member_id, evict.instance_id,
+                           {"action": "leave-group", "reason": evict.reason})  # fmt: skip
+                log.warning("evicting member %s: %s", evict.member_id, evict.reason)
+                self._in_worker(Api.LEAVE_GROUP, lambda: self._evict(evict))
+            case Restart() as restart:
+                self._stall_event(restart.member_id, restart.instance_id, "restart")
+                self.app_probe_failing = True
+                self.metrics.app_probe_failing.set(1)
+                self.metrics.actions.labels("restart", "NONE").inc()
+                self.last_action = {"action": "restart", "reason": restart.reason, "at": _utc_now().isoformat()}
+                log.warning("failing /v1/probe/app so the app container restarts: %s", restart.reason)
+            case Alert(kind=kind, message=message):
+                self.metrics.alerts.labels(kind.value).inc()
+                log.warning("%s: %s", kind.value, message)
+                if kind is AlertKind.STALL and self.state.member is not None:
+                    self._stall_event(self.state.member.member_id, self.state.member.instance_id, "alert")
+            case _:
+                raise TypeError(f"unknown watchdog action {action!r}")
+
+    # -- Kafka, on the worker thread ---------------------------------------------------------------------------
+    def _in_worker(self, api: Api, request: Callable[[], Observation]) -> None:
+        def guarded() -> Observation:
+            try:
+                return request()
+            except GroupClientError as exc:
+                return _failure(api, exc.outcome)
+            except (ConnectionError, OSError) as exc:
+                log.warning("%s: %s", api.value, exc)
+                return _failure(api, classify(api, TRANSPORT_ERROR))
+
+        future = asyncio.get_running_loop().run_in_executor(self._worker, guarded)
+        future.add_done_callback(lambda f: self._answered(api, f))
+
+    def _answered(self, api: Api, future: "asyncio.Future[Observation]") -> None:
+        observation = future.result()
+        outcome = _outcome_of(observation)
+        self.metrics.requests.labels(api.value, outcome.name if outcome else "NONE").inc()
+        self._queue.put_nowait(observation)
+
+    def client(self) -> GroupClient:
+        if self._client is None:
+            self._client = GroupClient(self.connection, client_id=f"vigil-sidecar-{self.settings.pod_name}")
+        return self._client
+
+    def _lookup(self) -> Observation:
+        return CoordinatorResult(self.client().coordinator(self.settings.group_id))
+
+    def _describe(self) -> Observation:
+        return DescribeResult(self.client().describe(self.settings.group_id))
+
+    def _evict(self, evict: Evict) -> Observation:
+        view = self.state.view
+        group_type = view.type if view is not None else None
+        kwargs = {"group_type": group_type} if group_type is not None else {}
+        outcome = self.client().remove_member(
+            self.settings.group_id, evict.member_id, evict.instance_id, evict.reason, **kwargs
+        )
+        self.metrics.actions.labels("leave-group", outcome.name).inc()
+        self.last_action = {
+            "action": "leave-group", "reason": evict.reason, "outcome": outcome.name, "at": _utc_now().isoformat(),
+        }  # fmt: skip
+        if outcome.reaction in (Reaction.DONE, Reaction.ALREADY_GONE):
+            self._emit(events.EvictionDone, evict.member_id, evict.instance_id,
+                       {"action": "leave-group", "kafka_error": outcome.name,
+                        "already_gone": outcome.reaction is Reaction.ALREADY_GONE})  # fmt: skip
+        elif outcome.reaction is Reaction.NOTHING_TO_DO:
+            self._emit(events.EvictionRefused, evict.member_id, evict.instance_id,
+                       {"action": "leave-group", "cause": "fenced", "message": outcome.message})  # fmt: skip
+        return ActionResult(outcome)
+
+    # -- events ------------------------------------------------------------------------------------------------
+    def _stall_event(self, member_id: str, instance_id: str | None, action: str) -> None:
+        stalled = time.monotonic() - self.last_beacon_at if self.last_beacon_at is not None else 0.0
+        beacon = self.state.beacon
+        self._emit(events.StallDetected, member_id, instance_id, {
+            "signal": "beacon",
+            "stalled_for_ms": round(stalled * 1000),
+            "stall_timeout_ms": round(self.settings.stall_timeout_seconds * 1000),
+            "generation": beacon.generation if beacon is not None and beacon.generation >= 0 else None,
+            "assigned_partitions": beacon.assigned_partitions if beacon is not None else None,
+        })  # fmt: skip
+
+    def _emit(self, model: Any, member_id: str, instance_id: str | None, payload: dict[str, Any]) -> None:
+        if not self.settings.events_topic:
+            return
+        if self._sink is None:
+            self._sink = EventSink(
+                self.connection, self.settings.events_topic, f"vigil-sidecar-{self.settings.pod_name}"
+            )
+        event = model.model_validate({
+            "time": _utc_now(), "cluster": self.settings.cluster, "group": self.settings.group_id,
+            "source": "sidecar", "namespace": self.settings.namespace, "pod": self.settings.pod_name,
+            "payload": {"member": {"member_id": member_id, "instance_id": instance_id}, **payload},
+        })  # fmt: skip
+        self._sink.emit(event)
+
+    def status(self) -> dict[str, Any]:
+        """What /v1/status shows: enough to see at a glance what the watchdog believes."""
+        member = self.state.member
+        now = time.monotonic()
+        return {
+            "group": self.settings.group_id,
+            "pod": self.settings.pod_name,
+            "action": self.settings.action.value,
+            "stall_timeout_seconds": self.settings.stall_timeout_seconds,
+            "poll_age_seconds": None if self.last_beacon_at is None else round(now - self.last_beacon_at, 3),
+            "member": None if member is None else {"member_id": member.member_id, "instance_id": member.instance_id},
+            "identity_problem": self.state.identity_problem,
+            "group_state": None if self.state.view is None else self.state.view.state.value,
+            "coordinator": self.state.coordinator,
+            "app_probe_failing": self.app_probe_failing,
+            "last_action": self.last_action,
+        }
+
+    def close(self) -> None:
+        if self._sink is not None:
+            self._sink.flush(5)
+        self._worker.shutdown(wait=False, cancel_futures=True)
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()
+
+
+def _failure(api: Api, outcome: Outcome) -> Observation:
+    return (
+        CoordinatorResult(outcome)
+        if api is Api.FIND_COORDINATOR
+        else (ActionResult(outcome) if api is Api.LEAVE_GROUP else DescribeResult(outcome))
+    )
+
+
+def _outcome_of(observation: Observation) -> Outcome | None:
+    match observation:
+        case ActionResult(outcome=outcome):
+            return outcome
+        case CoordinatorResult(result=Outcome() as outcome) | DescribeResult(result=Outcome() as outcome):
+            return outcome
+    return None
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,104 @@
+"""The sidecar's two listeners.
+
+- beacon (loopback, or the pod's own loopback address on the fakelet): `POST /v1/beacon` and the same JSON as a
+  UDP datagram on the same port number;
+- health (the pod IP: the kubelet probes it): `/livez` (the sidecar's own loop), `/v1/probe/app` (fails only
+  after a positive restart decision; the app container's liveness probe points here by numeric port),
+  `/metrics`, `/v1/status`.
+"""
+
+import asyncio
+import json
+import logging
+import time
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from vigil_sidecar.runtime import Sidecar
+from vigil_sidecar.signals.beacon import MAX_BEACON_BYTES, BeaconError, parse_beacon
+
+log = logging.getLogger("vigil.sidecar")
+
+
+class _BeaconDatagrams(asyncio.DatagramProtocol):
+    def __init__(self, sidecar: Sidecar) -> None:
+        self.sidecar = sidecar
+
+    def datagram_received(self, data: bytes, addr: tuple[str | object, int]) -> None:
+        _accept(self.sidecar, data, "udp")
+
+
+def _accept(sidecar: Sidecar, data: bytes, transport: str) -> str | None:
+    """Hand a beacon to the watchdog; the one-line problem if it was malformed (logged once per kind)."""
+    try:
+        sidecar.beacon(parse_beacon(data), transport)
+    except BeaconError as exc:
+        sidecar.metrics.bad_beacons.inc()
+        problem = str(exc)
+        if problem != sidecar.last_bad_beacon:
+            log.warning("ignored a malformed %s beacon: %s", transport, problem)
+            sidecar.last_bad_beacon = problem
+        return problem
+    return None
+
+
+def beacon_app(sidecar: Sidecar) -> web.Application:
+    async def post_beacon(request: web.Request) -> web.Response:
+        data = await request.content.read(MAX_BEACON_BYTES + 1)
+        problem = _accept(sidecar, data, "http")
+        if problem is not None:
+            return web.json_response({"error": problem}, status=400)
+        return web.Response(status=204)
+
+    app = web.Application(client_max_size=MAX_BEACON_BYTES + 1)
+    app.router.add_post("/v1/beacon", post_beacon)
+    return app
+
+
+def health_app(sidecar: Sidecar) -> web.Application:
+    stale_after = max(10.0, 3 * sidecar.settings.check_interval)
+
+    async def livez(_: web.Request) -> web.Response:
+        age = time.monotonic() - sidecar.loop_alive_at
+        if age > stale_after:
+            return web.Response(status=503, text=f"watchdog loop silent for {age:.0f}s\n")
+        return web.Response(text="ok\n")
+
+    async def probe_app(_: web.Request) -> web.Response:
+        if sidecar.app_probe_failing:
+            return web.Response(status=503, text="vigil: the app stalled; restart requested\n")
+        return web.Response(text="ok\n")
+
+    async def metrics(_: web.Request) -> web.Response:
+        body = generate_latest(sidecar.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def status(_: web.Request) -> web.Response:
+        return web.Response(text=json.dumps(sidecar.status(), indent=2) + "\n", content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/livez", livez)
+    app.router.add_get("/v1/probe/app", probe_app)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/v1/status", status)
+    return app
+
+
+async def serve(sidecar: Sidecar) -> list[web.AppRunner]:
+    """Bind both listeners (and the UDP beacon socket); fails at once if a port is taken."""
+    settings = sidecar.settings
+    runners = []
+    for app, host, port in (
+        (beacon_app(sidecar), settings.beacon_bind, settings.beacon_port),
+        (health_app(sidecar), settings.health_bind, settings.health_port),
+    ):
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        runners.append(runner)
+    loop = asyncio.get_running_loop()
+    await loop.create_datagram_endpoint(
+        lambda: _BeaconDatagrams(sidecar), local_addr=(settings.beacon_bind, settings.beacon_port)
+    )
+    return runners
