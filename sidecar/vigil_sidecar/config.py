@@ -55,7 +55,7 @@ class SidecarSettings(BaseModel):
     @model_validator(mode="after")
     def _ports_differ(self) -> "SidecarSettings":
         if self.beacon_port == self.health_port and self.beacon_bind == self.health_bind:
-            raise ValueError("beacon_port and health_port must differ")
+            raise ValueError(f"{ENV_PREFIX}BEACON_PORT and {ENV_PREFIX}HEALTH_PORT must differ on one address")
         return self
 
     @property

@@ -38,7 +38,7 @@ def test_an_empty_instance_id_is_no_instance_id() -> None:
             "beacon ASSIGNED: Input should be greater than or equal to 0",
         ),
         (b'{"member_id": "m", "time": 1, "generation": "seven"}', "beacon GENERATION: Input should be a valid integer"),
-        (b"[1, 2]", "beacon settings: Input should be a valid dictionary"),
+        (b"[1, 2]", "beacon: expected a JSON object, got list"),
         (b" " * (MAX_BEACON_BYTES + 1), f"beacon: {MAX_BEACON_BYTES + 1} bytes, at most {MAX_BEACON_BYTES}"),
     ],
 )

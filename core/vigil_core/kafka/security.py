@@ -160,10 +160,11 @@ def describe_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
     """The first problem of a pydantic error as one line: `NAME: what is wrong`."""
     first = exc.errors()[0]
     location = "".join(str(part) for part in first["loc"][:1])
-    name = f"{prefix}{location.upper()}" if location else f"{prefix}settings"
     message = first["msg"].removeprefix("Value error, ")
+    if not location:  # a rule across fields: its message names them
+        return message
     if first["type"] == "missing":
         message = "required, not set"
     elif first["type"] == "enum":
         message = f"{message}, got {first['input']!r}"
-    return f"{name}: {message}"
+    return f"{prefix}{location.upper()}: {message}"

@@ -41,6 +41,8 @@ def parse_beacon(data: bytes) -> Beacon:
         raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BeaconError(f"beacon: not JSON ({exc.__class__.__name__})") from None
+    if not isinstance(raw, dict):
+        raise BeaconError(f"beacon: expected a JSON object, got {type(raw).__name__}")
     try:
         msg = _Message.model_validate(raw)
     except ValidationError as exc:

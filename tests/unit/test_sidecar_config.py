@@ -1,0 +1,85 @@
+"""The sidecar's settings: defaults, flags over env, and one line naming the variable or flag for anything bad."""
+
+import subprocess
+import sys
+
+import pytest
+
+from vigil_core.errors import ConfigError
+from vigil_sidecar import config
+from vigil_sidecar.watchdog.state import StallAction
+
+BASE = {"VIGIL_GROUP_ID": "orders", "VIGIL_POD_NAME": "orders-0", "VIGIL_KAFKA_BOOTSTRAP_SERVERS": "k:9092"}
+
+
+def test_defaults_derive_from_the_stall_timeout() -> None:
+    settings, conn, findings = config.load(BASE | {"VIGIL_STALL_TIMEOUT_SECONDS": "8"})
+    assert settings.cooldown == 16
+    assert settings.check_interval == 2
+    assert settings.action is StallAction.LEAVE_GROUP
+    assert settings.watchdog().stall_timeout == 8
+    assert conn.bootstrap_servers == "k:9092"
+    assert all(f.severity.value != "error" for f in findings)
+
+
+def test_check_interval_is_capped_at_five_seconds() -> None:
+    settings, _, _ = config.load(BASE | {"VIGIL_STALL_TIMEOUT_SECONDS": "120"})
+    assert settings.check_interval == 5
+
+
+def test_flags_win_over_env() -> None:
+    settings, _, _ = config.load(
+        BASE | {"VIGIL_ACTION": "alert"}, ["--action", "restart", "--stall-timeout-seconds", "9"]
+    )
+    assert settings.action is StallAction.RESTART
+    assert settings.stall_timeout_seconds == 9
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "message"),
+    [
+        ({"VIGIL_GROUP_ID": None}, [], "VIGIL_GROUP_ID: required, not set"),
+        ({"VIGIL_POD_NAME": ""}, [], "VIGIL_POD_NAME: required, not set"),
+        ({"VIGIL_STALL_TIMEOUT_SECONDS": "0"}, [], "VIGIL_STALL_TIMEOUT_SECONDS: Input should be greater than 0"),
+        ({"VIGIL_STALL_TIMEOUT_SECONDS": "nan"}, [], "VIGIL_STALL_TIMEOUT_SECONDS: Input should be a finite number"),
+        ({}, ["--stall-timeout-seconds", "-1"], "--stall-timeout-seconds: Input should be greater than 0"),
+        ({"VIGIL_ACTION": "kill"}, [], "VIGIL_ACTION: Input should be 'leave-group', 'restart' or 'alert'"),
+        ({"VIGIL_BEACON_PORT": "70000"}, [], "VIGIL_BEACON_PORT: Input should be less than or equal to 65535"),
+        (
+            {"VIGIL_HEALTH_PORT": "7390", "VIGIL_HEALTH_BIND": "127.0.0.1"},
+            [],
+            "VIGIL_BEACON_PORT and VIGIL_HEALTH_PORT must differ on one address",
+        ),
+        ({"VIGIL_GROUP_PROTOCOL": "eager"}, [], "VIGIL_GROUP_PROTOCOL: Input should be 'classic' or 'consumer'"),
+        ({"VIGIL_KAFKA_BOOTSTRAP_SERVERS": None}, [], "VIGIL_KAFKA_BOOTSTRAP_SERVERS: required, not set"),
+        (
+            {"VIGIL_SESSION_TIMEOUT_SECONDS": "10", "VIGIL_HEARTBEAT_INTERVAL_SECONDS": "12"},
+            [],
+            "VIGIL_HEARTBEAT_INTERVAL_SECONDS: heartbeat.interval.ms (12000 ms) must be below session.timeout.ms",
+        ),
+        (
+            {"VIGIL_SESSION_TIMEOUT_SECONDS": "60", "VIGIL_MAX_POLL_INTERVAL_SECONDS": "30"},
+            [],
+            "VIGIL_MAX_POLL_INTERVAL_SECONDS: ",
+        ),
+    ],
+)
+def test_bad_settings_are_one_line(env: dict[str, str | None], argv: list[str], message: str) -> None:
+    merged = {k: v for k, v in (BASE | env).items() if v is not None}
+    with pytest.raises(ConfigError) as info:
+        config.load(merged, argv)
+    assert str(info.value).startswith(message), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_the_process_exits_2_with_one_line_and_no_traceback() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "vigil_sidecar"],
+        env=BASE | {"VIGIL_STALL_TIMEOUT_SECONDS": "soon", "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert (
+        result.stderr
+        == "vigil sidecar: VIGIL_STALL_TIMEOUT_SECONDS: Input should be a valid number, unable to parse string as a number\n"
+    )
