@@ -3,17 +3,15 @@ long before Kafka itself would notice (stock: max.poll.interval.ms, or max.poll 
 """
 
 import re
-import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from vigil_dev import ports, procs
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
+from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_sidecar.client import Consumer as BeaconingConsumer
 
@@ -23,62 +21,34 @@ STALL = 6.0
 CHECK = 1.0
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback test URL
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
-
-
 @pytest.fixture
-def start_sidecar(kafka: KafkaCluster, tmp_path: Path) -> Iterator[Callable[..., tuple[int, int]]]:
-    """Start `vigil sidecar` as a real process; returns (beacon port, health port)."""
-    started: list[procs.Managed] = []
+def sidecars(kafka: KafkaCluster, tmp_path: Path) -> Iterator[Callable[..., RunningSidecar]]:
+    """Start real `vigil sidecar` processes (stall timeout 6 s, check 1 s); all stopped after the test."""
+    started: list[RunningSidecar] = []
 
-    def start(group: str, pod: str, **settings: str) -> tuple[int, int]:
-        beacon, health = ports.free_ports(2)
-        marker = f"VIGIL_TEST_SIDECAR={tmp_path}/{pod}"
-        env = {
-            "PATH": "/usr/bin:/bin",
-            **kafka.connection().to_env(),
-            "VIGIL_GROUP_ID": group,
-            "VIGIL_POD_NAME": pod,
-            "VIGIL_STALL_TIMEOUT_SECONDS": str(STALL),
-            "VIGIL_CHECK_INTERVAL_SECONDS": str(CHECK),
-            "VIGIL_SESSION_TIMEOUT_SECONDS": "6",
-            "VIGIL_BEACON_PORT": str(beacon),
-            "VIGIL_HEALTH_BIND": "127.0.0.1",
-            "VIGIL_HEALTH_PORT": str(health),
-            **{f"VIGIL_{k.upper()}": v for k, v in settings.items()},
-        }
-        env[marker.split("=", 1)[0]] = marker.split("=", 1)[1]
-        managed = procs.start(
-            f"sidecar-{pod}", [sys.executable, "-m", "vigil_sidecar"], pid_file=tmp_path / f"{pod}.pid",
-            marker=marker, log_file=tmp_path / f"{pod}.log", env=env,
-        )  # fmt: skip
-        started.append(managed)
-        wait_for(lambda: _get(f"http://127.0.0.1:{health}/livez")[0], lambda s: s == 200, timeout=20,
-                 what=f"sidecar {pod} /livez")  # fmt: skip
-        return beacon, health
+    def start(group: str, pod: str, **settings: str | float) -> RunningSidecar:
+        defaults = {"stall_timeout_seconds": STALL, "check_interval_seconds": CHECK, "session_timeout_seconds": 6}
+        sidecar = start_sidecar(kafka.connection(), group, pod, tmp_path, **(defaults | settings))
+        started.append(sidecar)
+        return sidecar
 
     yield start
-    for managed in started:
-        managed.stop(grace=5)
+    for sidecar in started:
+        sidecar.stop()
 
 
-def _watched(conn, group: str, topic: str, pod: str, *, beacon: int, extra: clients.ClientConfig) -> clients.Member:
+def _watched(
+    conn, group: str, topic: str, pod: str, *, sidecar: RunningSidecar, extra: clients.ClientConfig
+) -> clients.Member:
     return clients.Member(
         conn, group, [topic], client_id=pod, extra=extra,
-        consumer_factory=lambda conf: BeaconingConsumer(conf, beacon_addr=f"127.0.0.1:{beacon}"),
+        consumer_factory=lambda conf: BeaconingConsumer(conf, beacon_addr=sidecar.beacon_addr),
     ).start()  # fmt: skip
 
 
 @pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
 def test_a_stalled_member_is_evicted_and_its_partitions_consumed_by_the_others(
-    kafka: KafkaCluster, start_sidecar, static: bool
+    kafka: KafkaCluster, sidecars: Callable[..., RunningSidecar], static: bool
 ) -> None:
     conn = kafka.connection()
     topic = clients.create_topic(conn, clients.unique("stall"), partitions=3)
@@ -87,12 +57,12 @@ def test_a_stalled_member_is_evicted_and_its_partitions_consumed_by_the_others(
     # static members with a long session: stock Kafka keeps a stalled one for max.poll + session (5 + 2 min)
     member_extra: clients.ClientConfig = {"session.timeout.ms": 120000} if static else {}
     sidecar_settings = {"instance_id": pod, "session_timeout_seconds": "120"} if static else {}
-    beacon, health = start_sidecar(group, pod, events_topic="", **sidecar_settings)
+    sidecar = sidecars(group, pod, events_topic="", **sidecar_settings)
 
     def extra(name: str) -> clients.ClientConfig:
         return {**member_extra, "group.instance.id": name} if static else dict(member_extra)
 
-    watched = _watched(conn, group, topic, pod, beacon=beacon, extra=extra(pod))
+    watched = _watched(conn, group, topic, pod, sidecar=sidecar, extra=extra(pod))
     others = [clients.Member(conn, group, [topic], f"pod-{x}", extra=extra(f"pod-{x}")).start() for x in "bc"]
     members = [watched, *others]
     try:
@@ -100,7 +70,7 @@ def test_a_stalled_member_is_evicted_and_its_partitions_consumed_by_the_others(
         clients.produce(conn, topic, [f"a{i}" for i in range(300)], key=None)
         wait_for(lambda: {v for m in members for _, _, v in m.consumed}, lambda s: len(s) == 300, timeout=60,
                  what="the first 300 messages consumed")  # fmt: skip
-        status = wait_for(lambda: _get(f"http://127.0.0.1:{health}/v1/status"), lambda r: '"member": {' in r[1],
+        status = wait_for(lambda: sidecar.get("/v1/status"), lambda r: '"member": {' in r[1],
                           timeout=20, what="the sidecar identifying its member")  # fmt: skip
         assert watched.member_id in status[1]
         stalled_id = watched.member_id
@@ -123,9 +93,62 @@ def test_a_stalled_member_is_evicted_and_its_partitions_consumed_by_the_others(
         assert re.search(
             rf"{re.escape(stalled_id)}.*client reason: vigil: no poll for \d+\.\ds \(stall timeout 6s\)", log
         )
-        _, metrics = _get(f"http://127.0.0.1:{health}/metrics")
+        _, metrics = sidecar.get("/metrics")
         assert 'vigil_sidecar_actions_total{action="leave-group",outcome="NONE"} 1.0' in metrics
         assert stalled_id not in metrics  # never a member id as a label
     finally:
         for m in members:
             m.close()
+
+
+def test_kip848_stall_is_evicted_by_member_id_and_an_undone_eviction_escalates_to_restart(
+    kafka: KafkaCluster, sidecars: Callable[..., RunningSidecar]
+) -> None:
+    """After a LeaveGroup, a librdkafka KIP-848 member sometimes rejoins at once from its background thread without
+    a poll (seen within 16 ms on Kafka 4.1.1 + librdkafka 2.16), sometimes stays out: timing decides. Either way
+    the outcome must be right — the broker log tells which path this run took."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("stall848"), partitions=3)
+    group = clients.unique("g-stall848")
+    pod = "pod-a"
+    sidecar = sidecars(group, pod, events_topic="", group_protocol="consumer")
+    kip848: clients.ClientConfig = {"group.protocol": "consumer"}
+    watched = _watched(conn, group, topic, pod, sidecar=sidecar, extra=kip848)
+    other = clients.Member(conn, group, [topic], "pod-b", extra=kip848).start()
+    try:
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 2, timeout=60, what="2 members stable")
+        wait_for(lambda: sidecar.get("/v1/status")[1], lambda s: '"member": {' in s, timeout=30,
+                 what="the sidecar identifying its member")  # fmt: skip
+        stalled_id = watched.member_id
+        assert stalled_id is not None
+        watched.paused_polling.set()
+        stalled_at = time.monotonic()
+        left = re.compile(
+            rf"\[GroupId {group}\] Dynamic member {re.escape(stalled_id)} has left group .*vigil: no poll"
+        )
+        wait_for(lambda: left.search(kafka.server_log(1).read_text()), timeout=bound(STALL + CHECK),
+                 what="the coordinator logging vigil's removal of the member")  # fmt: skip
+        assert time.monotonic() - stalled_at >= STALL
+
+        def rejoined() -> bool:
+            log = kafka.server_log(1).read_text()
+            after = log[left.search(log).end() :]  # type: ignore[union-attr]
+            return f"[GroupId {group}] Member {stalled_id} joins the consumer group" in after
+
+        def settled() -> str:
+            if rejoined():
+                return "undone" if sidecar.get("/v1/probe/app")[0] == 503 else ""
+            owned = sorted(tp for tp in other.assigned)
+            return "held" if len(owned) == 3 else ""
+
+        path = wait_for(settled, timeout=bound(3 * CHECK + 5), what="a restart (undone) or the other owning all")
+        _, metrics = sidecar.get("/metrics")
+        assert 'vigil_sidecar_actions_total{action="leave-group",outcome="NONE"} 1.0' in metrics
+        if path == "undone":
+            assert 'vigil_sidecar_actions_total{action="restart",outcome="NONE"} 1.0' in metrics
+            assert "eviction undone" in sidecar.get("/v1/status")[1]
+        else:
+            assert sidecar.get("/v1/probe/app")[0] == 200  # a held eviction needs no restart
+    finally:
+        watched.close()
+        other.close()

@@ -93,10 +93,43 @@ CASES: dict[str, list[Step]] = {
     ],
     "never before the threshold": [*STARTED, (30.99, TICK, [Wait(31.0)])],
     "stalled in a Stable group: look again, then evict the proven pair with a reason": STALL_EVICTED,
-    "DONE ends the episode: nothing more until the app polls again": [
+    "DONE ends the episode; it is watched for a cooldown, then nothing more until the app polls again": [
         *STALL_EVICTED,
         (31.3, left(), [WAIT]),
-        *[(t, TICK, [WAIT]) for t in (40.0, 100.0, 400.0)],
+        (36.3, TICK, [Describe()]),  # did it stay out?
+        (36.4, view(OTHER), [WAIT]),
+        (41.4, TICK, [Describe()]),
+        (41.5, view(OTHER), [WAIT]),
+        (151.3, TICK, [WAIT]),  # a cooldown (120 s) after the eviction: the watch ends
+        *[(t, TICK, [WAIT]) for t in (200.0, 400.0)],
+    ],
+    "an eviction undone (back without a poll: KIP-848, no rebalance callback) → restart once": [
+        *STALL_EVICTED,
+        (31.3, left(), [WAIT]),
+        (36.3, TICK, [Describe()]),
+        (
+            36.4,
+            view(OURS, OTHER),
+            [Restart("pod-0-a", None, "vigil: eviction undone: member pod-0-a rejoined without polling"), WAIT],
+        ),
+        (41.4, TICK, [WAIT]),  # nothing more until the app polls again
+        (100.0, TICK, [WAIT]),
+    ],
+    "back under a new member id with the pod's client id is undone too": [
+        *STALL_EVICTED,
+        (31.3, left(), [WAIT]),
+        (36.3, TICK, [Describe()]),
+        (
+            36.4,
+            view(member("pod-0-new"), OTHER),
+            [Restart("pod-0-new", None, "vigil: eviction undone: member pod-0-new rejoined without polling"), WAIT],
+        ),
+    ],
+    "the app polls again after the eviction: no watch, no escalation": [
+        *STALL_EVICTED,
+        (31.3, left(), [WAIT]),
+        (33.0, beacon("pod-0-new"), [Describe()]),
+        (33.1, view(member("pod-0-new"), OTHER), [WAIT]),
     ],
     "ALREADY_GONE ends the episode without retry": [
         *STALL_EVICTED,

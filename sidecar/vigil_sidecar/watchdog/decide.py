@@ -170,6 +170,8 @@ def _evicted(state: WatchdogState, outcome: Outcome, now: float) -> tuple[Watchd
     if state.episode is None:  # an answer to nothing we asked (a restart of the loop): nothing to decide on
         return state, []
     if outcome.reaction in _ENDS_EPISODE:
+        if outcome.reaction is Reaction.DONE:
+            state = state.with_evicted(now)  # watch that it stays out
         state = state.with_handled().with_identity(None, None, gone=True)
         return state.without_alerts(_REPORT_ALERT + "LeaveGroup:"), []
     if outcome.reaction is Reaction.REPORT:
@@ -197,6 +199,10 @@ def _next(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]
     poll = state.poll
     if poll is None:
         return state, [Wait(now + cfg.check_interval)]
+    if state.evicted_at is not None:
+        if now < timers.first_at(state.evicted_at, cfg.cooldown):
+            return _watch_eviction(state, now)
+        state = state.without_eviction_watch()  # stayed out for a whole cooldown: the eviction held
 
     stalled = poll.expired(now) and not state.stall_handled
     retrying = (
@@ -225,6 +231,41 @@ def _next(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]
         if requested:  # an eviction: its answer is the next observation
             return state, alerts
     return state, [*alerts, Wait(_wake(state, now, cooldown_end))]
+
+
+def _watch_eviction(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]]:
+    """After an eviction of a silent app: describe each check interval; if the pod's member is back holding
+    partitions without a poll, the eviction was undone → escalate (restart once, then only alert)."""
+    cfg = state.config
+    assert state.evicted_at is not None
+    back = _rejoined(state)
+    if back is not None:
+        reason = f"vigil: eviction undone: member {back.member_id} rejoined without polling"
+        if state.escalation == 0 and cfg.action is StallAction.LEAVE_GROUP:
+            return state.with_escalated(now), [
+                Restart(back.member_id, back.instance_id, reason),
+                Wait(now + cfg.check_interval),
+            ]
+        message = f"{reason}; after a restart too: vigil stops evicting pod {cfg.pod_name!r} and only alerts"
+        return state.with_escalated(now), [Alert(AlertKind.STALL, message), Wait(now + cfg.check_interval)]
+    if state.in_flight is None and state.check.due(now):
+        return _describe(state, now)
+    return state, [Wait(min(timers.first_at(state.evicted_at, cfg.cooldown), now + cfg.check_interval))]
+
+
+def _rejoined(state: WatchdogState) -> MemberView | None:
+    """This pod's member in a view taken after the eviction (exactly one, else None). Its current assignment may be
+    empty: a KIP-848 member back without a poll has its partitions in its target assignment, waiting for the app
+    to accept them — blocked all the same."""
+    view, cfg = state.view, state.config
+    if view is None or state.evicted_at is None or state.view_at <= state.evicted_at:
+        return None
+    ours = [
+        m
+        for m in view.members
+        if (cfg.instance_id is not None and m.instance_id == cfg.instance_id) or m.client_id == cfg.pod_name
+    ]
+    return ours[0] if len(ours) == 1 else None
 
 
 def _describe(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]]:
@@ -272,7 +313,8 @@ def _act(  # noqa: PLR0911 - one return per guardrail
     if not retrying:
         state = state.with_acted(member.member_id, now)
     state = state.without_alerts(_COOLDOWN_ALERT)
-    match cfg.action:
+    action = StallAction.ALERT if state.escalation >= 2 else cfg.action  # evictions keep being undone
+    match action:
         case StallAction.LEAVE_GROUP:
             attempts = 1 if state.episode is None else state.episode.attempts + 1
             episode = Episode(member.member_id, member.instance_id, reason, attempts)

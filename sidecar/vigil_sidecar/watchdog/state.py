@@ -216,6 +216,13 @@ class WatchdogState:
     """(member id, when) of the actions within the cooldown."""
     alerted: frozenset[str] = field(default_factory=frozenset)
     """Keys of the alerts already raised (each is raised once until its condition clears)."""
+    evicted_at: float | None = None
+    """When this pod's silent member was last removed: until the cooldown ends or the app polls, describes check
+    that it stays out (librdkafka KIP-848 members, and apps without a rebalance callback, rejoin from a background
+    thread without polling: the eviction is undone)."""
+    escalation: int = 0
+    """Undone evictions answered: 1 → a restart was asked for; 2 → evicting is pointless, only alert."""
+    escalated_at: float = -math.inf
 
     @classmethod
     def initial(cls, config: WatchdogConfig) -> "WatchdogState":
@@ -259,7 +266,9 @@ class WatchdogState:
             self.beacon.instance_id,
         )
         # the app polled: the silence an unfinished eviction was about is over (a later one is a new act)
-        state = replace(self, beacon=beacon, poll=poll, episode=None)
+        state = replace(self, beacon=beacon, poll=poll, episode=None, evicted_at=None)
+        if state.escalation and now - state.escalated_at >= self.config.cooldown:
+            state = replace(state, escalation=0)  # polling again a cooldown after the escalation: start afresh
         if changed:  # a new member (a rejoin, a restart): prove it again before anything is done about it
             state = replace(state, member=None, identity_problem=None, gone=False, check=state.check.with_due(now))
         return state
@@ -296,6 +305,15 @@ class WatchdogState:
     def with_acted(self, member_id: str, now: float) -> "WatchdogState":
         recent = tuple((mid, at) for mid, at in self.acted if now - at < self.config.cooldown)
         return replace(self, acted=(*recent, (member_id, now)))
+
+    def with_evicted(self, now: float) -> "WatchdogState":
+        return replace(self, evicted_at=now, check=self.check.with_success(now, self.config.check_interval))
+
+    def without_eviction_watch(self) -> "WatchdogState":
+        return replace(self, evicted_at=None)
+
+    def with_escalated(self, now: float) -> "WatchdogState":
+        return replace(self, escalation=self.escalation + 1, escalated_at=now, evicted_at=None)
 
     def with_alerted(self, key: str) -> "WatchdogState":
         return replace(self, alerted=self.alerted | {key})

@@ -1,0 +1,74 @@
+"""Run `vigil sidecar` as a real process next to a test or benchmark consumer, and talk to its listeners."""
+
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from vigil_core.kafka.security import KafkaConnection
+from vigil_dev import ports, procs
+from vigil_dev.testing.waiting import wait_for
+
+
+@dataclass(frozen=True)
+class RunningSidecar:
+    process: procs.Managed
+    beacon_port: int
+    health_port: int
+    log: Path
+
+    @property
+    def beacon_addr(self) -> str:
+        return f"127.0.0.1:{self.beacon_port}"
+
+    def get(self, path: str) -> tuple[int, str]:
+        """GET a health-listener path; (0, "") when nothing answers."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}{path}", timeout=2) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+        except OSError:
+            return 0, ""
+
+    def stop(self) -> None:
+        self.process.stop(grace=5)
+
+
+def start_sidecar(
+    connection: KafkaConnection, group: str, pod: str, state_dir: Path, **settings: str | float
+) -> RunningSidecar:
+    """Start a sidecar for `pod` on free loopback ports (`settings`: VIGIL_* names in lower case, e.g.
+    stall_timeout_seconds=6) and wait until its /livez answers."""
+    beacon, health = ports.free_ports(2)
+    marker_key, marker_value = "VIGIL_TEST_SIDECAR", str(state_dir / pod)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        **connection.to_env(),
+        "VIGIL_GROUP_ID": group,
+        "VIGIL_POD_NAME": pod,
+        "VIGIL_BEACON_PORT": str(beacon),
+        "VIGIL_HEALTH_BIND": "127.0.0.1",
+        "VIGIL_HEALTH_PORT": str(health),
+        **{f"VIGIL_{key.upper()}": str(value) for key, value in settings.items()},
+        marker_key: marker_value,
+    }
+    log = state_dir / f"sidecar-{pod}.log"
+    process = procs.start(
+        f"sidecar-{pod}",
+        [sys.executable, "-m", "vigil_sidecar"],
+        pid_file=state_dir / f"sidecar-{pod}.pid",
+        marker=f"{marker_key}={marker_value}",
+        log_file=log,
+        env=env,
+    )
+    sidecar = RunningSidecar(process, beacon, health, log)
+    wait_for(
+        lambda: sidecar.get("/livez")[0],
+        lambda status: status == 200,
+        timeout=20,
+        what=f"sidecar {pod} /livez (log: {log})",
+        interval=0.1,
+    )
+    return sidecar

@@ -1,0 +1,349 @@
+"""The eviction budget's ledger: what the sidecars of one group share through their Lease, and the permit rule.
+
+Why a shared ledger: when many members stall at once the cause is outside them (a database, the network), and
+evicting them only adds rebalances (DESIGN §4, "Do no harm"). A sidecar sees only its own pod, so the sidecars of
+a group publish their poll ages into one Kubernetes Lease and an eviction needs a permit granted against that
+shared view, written back with compare-and-swap (`lease_api`).
+
+Where the data lives: a Lease's spec has room for one holder (`holderIdentity`, `acquireTime`, `renewTime`,
+`leaseDurationSeconds`, `leaseTransitions`), not for one poll age per member, so the ledger is a compact JSON
+document in one annotation (`vigil.dev/budget`) and the spec is left alone. The whole object is replaced under
+its `resourceVersion`, so the annotation gets the same compare-and-swap as the spec would. The API server caps an
+object's annotations at 256 KiB in total; the document is capped at `MAX_BYTES` (64 KiB, about 800 members),
+dropping the oldest records first.
+
+Format (version 1), times in Unix seconds (wall clock: the writers are different pods, so a monotonic clock
+would not compare; the nodes' clocks must agree to well within `settle` and the freshness window)::
+
+    {"v": 1,
+     "members": {"<pod>": {"age": 31.2, "at": 1763700000.123, "asked": 1763699998.5}},
+     "permits": [{"pod": "<pod>", "member": "<member id>", "at": 1763700001.5}]}
+
+`age` is the pod's poll age when it published at `at`; `asked` (optional) is when the pod first asked for a
+permit for its current stall, so the settle delay survives the asking sidecar's restart and is one shared clock.
+Evolution is additive (as for events): readers ignore and keep unknown fields, `v` is the writer's version, and a
+change that cannot be additive takes a new annotation key.
+
+Pure: no I/O, no clock — `now` is an argument.
+"""
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Literal
+
+ANNOTATION: Final = "vigil.dev/budget"
+"""The Lease annotation holding the ledger."""
+VERSION: Final = 1
+"""The version this code writes."""
+MAX_BYTES: Final = 64 * 1024
+"""Cap on the serialized ledger (the API server allows 256 KiB for all annotations of an object together)."""
+DEFAULT_FRESHNESS: Final = 120.0
+"""Seconds after which a member's published poll age no longer counts (its pod is gone or its sidecar silent).
+A sidecar republishes well within it (`should_publish`)."""
+
+LEASE_PREFIX: Final = "vigil-budget-"
+
+
+def lease_name(group_id: str) -> str:
+    """The name of a group's budget Lease: shared by the operator (creates it) and the sidecars (use it).
+
+    A hash, because a group id may be longer than a Kubernetes name allows or contain characters it does not.
+    """
+    return LEASE_PREFIX + hashlib.sha256(group_id.encode()).hexdigest()[:16]
+
+
+RefusalCause = Literal["budget", "systemic-stall", "settle"]
+"""The same strings as `EvictionRefusedPayload.cause` in `vigil_core.events`."""
+
+
+class LedgerDecodeError(ValueError):
+    """The annotation is not a ledger this code understands (one line, naming what is wrong)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One pod's last published poll age."""
+
+    poll_age: float
+    published: float
+    asked: float | None = None
+    """When the pod first asked for a permit for its current stall; cleared when it polls again or is granted."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Fields a newer writer added: kept so an older sidecar's rewrite does not erase them."""
+
+
+@dataclass(frozen=True)
+class PermitRecord:
+    """A granted permit: this pod may evict this member; counts against the budget for one cooldown."""
+
+    pod: str
+    member_id: str
+    granted: float
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Ledger:
+    members: Mapping[str, Entry] = field(default_factory=dict)
+    permits: tuple[PermitRecord, ...] = ()
+    """Oldest first."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Count:
+    """The view a decision was taken on; also what a `SystemicStall` event reports."""
+
+    stalled: int
+    members: int
+    """Members with a fresh entry (the requester included)."""
+
+
+@dataclass(frozen=True)
+class Permit:
+    """Evict `member_id`; `ledger` (with the permit recorded) must be written back before acting."""
+
+    pod: str
+    member_id: str
+    granted: float
+    ledger: Ledger
+    count: Count
+    reused: bool = False
+    """The same pod and member already held a permit within the cooldown (a retried request): not counted twice."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """No eviction now. `ledger` still carries the published age (and the settle start): write it back too."""
+
+    cause: RefusalCause
+    message: str
+    ledger: Ledger
+    count: Count
+    retry_at: float | None = None
+    """When asking again may succeed (settle over, or the oldest permit leaves the cooldown); None: no sooner."""
+
+
+# -- the rule ------------------------------------------------------------------------------------------------------
+
+
+def publish(
+    ledger: Ledger,
+    pod: str,
+    poll_age: float,
+    now: float,
+    *,
+    stall_timeout: float | None = None,
+    freshness: float = DEFAULT_FRESHNESS,
+) -> Ledger:
+    """Record `pod`'s poll age as of `now`; drop entries older than `freshness` (gone pods).
+
+    The settle start (`asked`) is kept while the pod is still past half its stall timeout and cleared once it
+    polls again (age at or below `stall_timeout / 2`); without `stall_timeout` it is kept.
+    """
+    now = _ms(now)
+    old = ledger.members.get(pod)
+    asked = old.asked if old is not None else None
+    if stall_timeout is not None and poll_age <= stall_timeout / 2:
+        asked = None
+    entry = Entry(_ms(max(0.0, poll_age)), now, asked, old.extra if old is not None else {})
+    members = {p: e for p, e in ledger.members.items() if p != pod and _fresh(e, now, freshness)}
+    members[pod] = entry
+    return replace(ledger, members=members)
+
+
+def count(ledger: Ledger, stall_timeout: float, now: float, *, freshness: float = DEFAULT_FRESHNESS) -> Count:
+    """Members with a fresh entry, and how many of them are past half their stall timeout."""
+    fresh = [e for e in ledger.members.values() if _fresh(e, now, freshness)]
+    return Count(sum(1 for e in fresh if e.poll_age > stall_timeout / 2), len(fresh))
+
+
+def decide_permit(
+    ledger: Ledger,
+    pod: str,
+    stall_timeout: float,
+    now: float,
+    *,
+    member_id: str,
+    max_concurrent: int,
+    cooldown: float,
+    systemic_percent: float,
+    settle: float,
+    freshness: float = DEFAULT_FRESHNESS,
+) -> Permit | Refusal:
+    """May `pod` evict its member `member_id` now? The caller has just published its own poll age.
+
+    In order: more than `systemic_percent` of the fresh members past `stall_timeout / 2` → "systemic-stall" (the
+    cause is outside the members; checked first, so even a granted permit is not handed out again then); a permit
+    this pod already holds for this member within the cooldown is returned again (a retry after a lost answer must
+    not be refused by its own permit); less than `settle` since the pod first asked → "settle" (members that
+    stalled at the same moment get time to publish); `max_concurrent` permits granted within `cooldown` →
+    "budget"; else a permit, recorded in the returned ledger.
+    """
+    now = _ms(now)
+    permits = tuple(sorted((p for p in ledger.permits if now - p.granted < cooldown), key=lambda p: p.granted))
+    members = {p: e for p, e in ledger.members.items() if _fresh(e, now, freshness)}
+    ledger = replace(ledger, members=members, permits=permits)
+    seen = count(ledger, stall_timeout, now, freshness=freshness)
+
+    entry = members.get(pod)
+    if entry is None:
+        raise ValueError(f"{pod} asks for a permit without a fresh poll age of its own: publish it first")
+    asked = entry.asked if entry.asked is not None else now
+    ledger = replace(ledger, members={**members, pod: replace(entry, asked=asked)})
+
+    if seen.members and seen.stalled * 100 > systemic_percent * seen.members:
+        return Refusal(
+            "systemic-stall",
+            f"{seen.stalled} of {seen.members} members have not polled for over {stall_timeout / 2:g}s "
+            f"(more than {systemic_percent:g}%): the cause is outside them, evicting would only add rebalances",
+            ledger,
+            seen,
+        )
+    for held in permits:
+        if held.pod == pod and held.member_id == member_id:
+            settled = replace(ledger, members={**members, pod: replace(entry, asked=None)})
+            return Permit(pod, member_id, held.granted, settled, seen, reused=True)
+    if now - asked < settle:
+        return Refusal(
+            "settle",
+            f"waiting {settle:g}s from the first request for other members' poll ages before counting",
+            ledger,
+            seen,
+            retry_at=asked + settle,
+        )
+    if len(permits) >= max_concurrent:
+        return Refusal(
+            "budget",
+            f"{len(permits)} eviction(s) already granted in this group within the {cooldown:g}s cooldown "
+            f"(maxConcurrentEvictions {max_concurrent})",
+            ledger,
+            seen,
+            retry_at=permits[-max_concurrent].granted + cooldown if max_concurrent > 0 else None,
+        )
+    granted = PermitRecord(pod, member_id, now)
+    ledger = replace(ledger, members={**ledger.members, pod: replace(entry, asked=None)}, permits=(*permits, granted))
+    return Permit(pod, member_id, now, ledger, seen)
+
+
+def should_publish(
+    entry: Entry | None, poll_age: float, stall_timeout: float, now: float, *, refresh: float = DEFAULT_FRESHNESS / 3
+) -> bool:
+    """Whether a sidecar should write its poll age now: never published, last write older than `refresh`, or it
+    crossed half its stall timeout either way since (a stalled peer must show up before anyone asks to evict).
+
+    Publishing every check would be one Lease write per pod per second; this is a few per pod per minute.
+    """
+    if entry is None or now - entry.published >= refresh:
+        return True
+    return (poll_age > stall_timeout / 2) != (entry.poll_age > stall_timeout / 2)
+
+
+def _fresh(entry: Entry, now: float, freshness: float) -> bool:
+    return now - entry.published <= freshness  # a writer's clock ahead of ours reads as fresh, not as expired
+
+
+def _ms(t: float) -> float:
+    """Times and ages are kept to the millisecond, so a ledger survives serialization unchanged."""
+    return round(t, 3)
+
+
+# -- the annotation ------------------------------------------------------------------------------------------------
+
+
+def dumps(ledger: Ledger, *, max_bytes: int = MAX_BYTES) -> str:
+    """The annotation value: compact JSON of at most `max_bytes` bytes.
+
+    Over the cap, the oldest records go first: member entries by publish time (the least recently heard pods),
+    then permits (oldest first) only once no entry is left.
+    """
+    members = sorted(ledger.members.items(), key=lambda kv: (kv[1].published, kv[0]))
+    permits = list(ledger.permits)
+    while True:
+        text = _encode(ledger.extra, members, permits)
+        size = len(text.encode())
+        if size <= max_bytes:
+            return text
+        if members:
+            # drop enough at once that a huge ledger does not re-encode once per entry
+            excess = max(1, (size - max_bytes) * len(members) // max(size, 1))
+            del members[: min(excess, len(members))]
+        elif permits:
+            del permits[0]
+        else:
+            raise ValueError(f"a ledger of only unknown fields does not fit in {max_bytes} bytes")
+
+
+def _encode(extra: Mapping[str, Any], members: list[tuple[str, Entry]], permits: list[PermitRecord]) -> str:
+    doc: dict[str, Any] = {
+        **extra,
+        "v": VERSION,
+        "members": {pod: _entry_json(e) for pod, e in members},
+        "permits": [{**p.extra, "pod": p.pod, "member": p.member_id, "at": p.granted} for p in permits],
+    }
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _entry_json(entry: Entry) -> dict[str, Any]:
+    out: dict[str, Any] = {**entry.extra, "age": entry.poll_age, "at": entry.published}
+    if entry.asked is not None:
+        out["asked"] = entry.asked
+    return out
+
+
+def loads(text: str | None) -> Ledger:
+    """The ledger in an annotation value; an absent or empty annotation is an empty ledger (a new Lease)."""
+    if not text:
+        return Ledger()
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise LedgerDecodeError(f"{ANNOTATION} is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise LedgerDecodeError(f"{ANNOTATION} is not a JSON object")
+    version = doc.get("v")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise LedgerDecodeError(f"{ANNOTATION}: v must be a positive integer, not {version!r}")
+    raw_members = doc.get("members", {})
+    raw_permits = doc.get("permits", [])
+    if not isinstance(raw_members, dict):
+        raise LedgerDecodeError(f"{ANNOTATION}: members must be an object")
+    if not isinstance(raw_permits, list):
+        raise LedgerDecodeError(f"{ANNOTATION}: permits must be a list")
+    members = {str(pod): _entry(pod, raw) for pod, raw in raw_members.items()}
+    permits = tuple(sorted((_permit(i, raw) for i, raw in enumerate(raw_permits)), key=lambda p: p.granted))
+    extra = {k: v for k, v in doc.items() if k not in ("v", "members", "permits")}
+    return Ledger(members, permits, extra)
+
+
+def _entry(pod: str, raw: object) -> Entry:
+    where = f"{ANNOTATION}: members.{pod}"
+    if not isinstance(raw, dict):
+        raise LedgerDecodeError(f"{where} must be an object")
+    asked = raw.get("asked")
+    return Entry(
+        _number(raw.get("age"), f"{where}.age"),
+        _number(raw.get("at"), f"{where}.at"),
+        None if asked is None else _number(asked, f"{where}.asked"),
+        {k: v for k, v in raw.items() if k not in ("age", "at", "asked")},
+    )
+
+
+def _permit(index: int, raw: object) -> PermitRecord:
+    where = f"{ANNOTATION}: permits[{index}]"
+    if not isinstance(raw, dict):
+        raise LedgerDecodeError(f"{where} must be an object")
+    pod, member = raw.get("pod"), raw.get("member")
+    if not isinstance(pod, str) or not isinstance(member, str):
+        raise LedgerDecodeError(f"{where}: pod and member must be strings")
+    extra = {k: v for k, v in raw.items() if k not in ("pod", "member", "at")}
+    return PermitRecord(pod, member, _number(raw.get("at"), f"{where}.at"), extra)
+
+
+def _number(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise LedgerDecodeError(f"{where} must be a finite number, not {value!r}")
+    return float(value)
