@@ -59,7 +59,7 @@ demo: setup
 	@$(BIN)/vigil demo
 
 bench: setup
-	@echo "no benchmarks yet (they land with the sidecar and report issues)"
+	$(BIN)/python bench/stall_takeover.py
 
 clean:
 	rm -rf $(VENV) $(ARTIFACTS) .pytest_cache .mypy_cache .ruff_cache
