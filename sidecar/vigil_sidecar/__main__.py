@@ -38,7 +38,7 @@ async def _run(sidecar: Sidecar) -> None:
     s = sidecar.settings
     log.info(
         "watching group %s for pod %s: stall timeout %.1fs, action %s; beacon %s:%d, health %s:%d",
-        s.group_id, s.pod_name, s.stall_timeout_seconds, s.action.value,
+        s.group_id, s.pod_name, s.stall_timeout_seconds, s.stall_action.value,
         s.beacon_bind, s.beacon_port, s.health_bind, s.health_port,
     )  # fmt: skip
     stop = asyncio.Event()

@@ -5,6 +5,7 @@ variable or flag, and the process exits 2 (a config error never becomes a crash 
 
 import argparse
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -15,6 +16,15 @@ from vigil_core.kafka.security import KafkaConnection, describe_validation_error
 from vigil_sidecar.watchdog.state import StallAction, WatchdogConfig
 
 ENV_PREFIX = "VIGIL_"
+
+
+class Signal(StrEnum):
+    BEACON = "beacon"
+    """The app reports each poll (the helper, or the beacon protocol): precise, no broker requests."""
+    PROGRESS = "progress"
+    """No app change: committed offsets vs the read_committed LSO (Burrow-grade; alert by default)."""
+
+
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
@@ -31,8 +41,11 @@ class SidecarSettings(BaseModel):
     """The app's `group.instance.id` when it is a static member."""
     stall_timeout_seconds: Seconds = 60.0
     """No poll for this long → the app counts as stalled."""
-    action: StallAction = StallAction.LEAVE_GROUP
-    """What to do about a stall: leave-group (compare-and-remove), restart (fail the app's probe), alert."""
+    signal: Signal = Signal.BEACON
+    """How the app's liveness is seen: beacon (default) or progress (no app change)."""
+    action: StallAction | None = None
+    """What to do about a stall: leave-group (compare-and-remove), restart (fail the app's probe), alert.
+    Default: leave-group with the beacon signal, alert with the progress signal."""
     cooldown_seconds: Seconds | None = None
     """At most one action per member within this long (default: 2 × stall timeout)."""
     check_interval_seconds: Seconds | None = None
@@ -59,6 +72,12 @@ class SidecarSettings(BaseModel):
         return self
 
     @property
+    def stall_action(self) -> StallAction:
+        if self.action is not None:
+            return self.action
+        return StallAction.ALERT if self.signal is Signal.PROGRESS else StallAction.LEAVE_GROUP
+
+    @property
     def cooldown(self) -> float:
         return self.cooldown_seconds if self.cooldown_seconds is not None else 2 * self.stall_timeout_seconds
 
@@ -75,7 +94,7 @@ class SidecarSettings(BaseModel):
             check_interval=self.check_interval,
             cooldown=self.cooldown,
             session_timeout=self.session_timeout_seconds,
-            action=self.action,
+            action=self.stall_action,
             instance_id=self.instance_id,
         )
 

@@ -15,13 +15,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-from vigil_core import events
+from vigil_core import events, identity
 from vigil_core.kafka.event_sink import EventSink
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
-from vigil_sidecar.config import SidecarSettings
+from vigil_sidecar.config import SidecarSettings, Signal
 from vigil_sidecar.metrics import Metrics
+from vigil_sidecar.signals.progress import ProgressSampler
+from vigil_sidecar.signals.progress_adapter import AdapterState, NoCommits, ProgressOutput, adapt
 from vigil_sidecar.watchdog import decide as watchdog
 from vigil_sidecar.watchdog.state import (
     ActionResult,
@@ -60,6 +62,10 @@ class Sidecar:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-kafka")
         self._client: GroupClient | None = None
         self._sink: EventSink | None = None
+        self._sampler: ProgressSampler | None = None
+        self._adapter = AdapterState()
+        self._progress_problem: str | None = None
+        self._progress_task: asyncio.Task[None] | None = None
 
     # -- inputs ------------------------------------------------------------------------------------------------
     def beacon(self, beacon: Beacon, transport: str) -> None:
@@ -72,6 +78,9 @@ class Sidecar:
 
     # -- the loop ----------------------------------------------------------------------------------------------
     async def run(self) -> None:
+        if self.settings.signal is Signal.PROGRESS:
+            self._progress_task = asyncio.create_task(self._progress_loop())
+            self._progress_task.add_done_callback(_report_crash)
         observation: Observation = Tick()
         while True:
             self.loop_alive_at = now = time.monotonic()
@@ -120,6 +129,53 @@ class Sidecar:
                     self._stall_event(self.state.member.member_id, self.state.member.instance_id, "alert")
             case _:
                 raise TypeError(f"unknown watchdog action {action!r}")
+
+    # -- the progress signal: committed offsets instead of beacons ---------------------------------------------
+    async def _progress_loop(self) -> None:
+        """Each check: judge the member's progress on the worker; while it progresses, the adapter's synthetic
+        beacons keep the watchdog's stall timer from expiring, exactly as the app's own beacons would."""
+        loop = asyncio.get_running_loop()
+        while True:
+            for item in await loop.run_in_executor(self._worker, self._progress_check):
+                if isinstance(item, NoCommits):
+                    self.metrics.alerts.labels("no-commits").inc()
+                    log.warning("no-commits: %s", item.message)
+                else:
+                    self.beacon(item, "progress")
+            await asyncio.sleep(self.settings.check_interval)
+
+    def _progress_check(self) -> list[ProgressOutput]:
+        try:
+            view = self.client().describe(self.settings.group_id)
+            observed = [identity.ObservedMember(m.member_id, m.instance_id, m.client_id, m.host) for m in view.members]
+            pod = identity.PodIdentity(self.settings.pod_name, self.settings.instance_id)
+            match = identity.find_member(observed, pod)
+            if isinstance(match, identity.NoMatch):
+                self._progress_said(f"progress: no member of the group is this pod's: {match.reason}")
+                return []
+            member = view.member(match.member.member_id)
+            if member is None:
+                return []
+            if self._sampler is None:
+                self._sampler = ProgressSampler(
+                    self.client(), self.connection, self.settings.group_id, pod_name=self.settings.pod_name
+                )
+            now = time.monotonic()
+            progress = self._sampler.check(view, member, now, stall_timeout=self.settings.stall_timeout_seconds)
+            self._adapter, out = adapt(self._adapter, progress, member, now)
+            self._progress_problem = None
+            return out
+        except GroupClientError as exc:
+            self._progress_said(f"progress: {exc}")
+        except (ConnectionError, OSError) as exc:
+            self._progress_said(f"progress: Kafka unreachable: {exc}")
+        return []
+
+    def _progress_said(self, problem: str) -> None:
+        """Log a progress-check problem once until it changes (never once per check)."""
+        if problem != self._progress_problem:
+            log.warning("%s", problem)
+            self._progress_problem = problem
 
     # -- Kafka, on the worker thread ---------------------------------------------------------------------------
     def _in_worker(self, api: Api, request: Callable[[], Observation]) -> None:
@@ -177,7 +233,7 @@ class Sidecar:
         stalled = time.monotonic() - self.last_beacon_at if self.last_beacon_at is not None else 0.0
         beacon = self.state.beacon
         self._emit(events.StallDetected, member_id, instance_id, {
-            "signal": "beacon",
+            "signal": self.settings.signal.value,
             "stalled_for_ms": round(stalled * 1000),
             "stall_timeout_ms": round(self.settings.stall_timeout_seconds * 1000),
             "generation": beacon.generation if beacon is not None and beacon.generation >= 0 else None,
@@ -205,7 +261,8 @@ class Sidecar:
         return {
             "group": self.settings.group_id,
             "pod": self.settings.pod_name,
-            "action": self.settings.action.value,
+            "signal": self.settings.signal.value,
+            "action": self.settings.stall_action.value,
             "stall_timeout_seconds": self.settings.stall_timeout_seconds,
             "poll_age_seconds": None if self.last_beacon_at is None else round(now - self.last_beacon_at, 3),
             "member": None if member is None else {"member_id": member.member_id, "instance_id": member.instance_id},
@@ -217,12 +274,20 @@ class Sidecar:
         }
 
     def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.close()
         if self._sink is not None:
             self._sink.flush(5)
         self._worker.shutdown(wait=False, cancel_futures=True)
         if self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.close()
+
+
+def _report_crash(task: "asyncio.Task[None]") -> None:
+    """A background loop that ended by an unexpected error says so loudly (then /livez still reflects the watchdog)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the progress signal stopped: %r", task.exception())
 
 
 def _failure(api: Api, outcome: Outcome) -> Observation:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from vigil_core.kafka.group_client import GroupClient
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
@@ -152,3 +153,48 @@ def test_kip848_stall_is_evicted_by_member_id_and_an_undone_eviction_escalates_t
     finally:
         watched.close()
         other.close()
+
+
+def test_the_progress_signal_alone_alerts_on_a_stalled_app_without_evicting(
+    kafka: KafkaCluster, sidecars: Callable[..., RunningSidecar]
+) -> None:
+    """No helper, no beacon: a plain confluent-kafka app. The sidecar judges committed offsets against the LSO
+    and, by default for this signal, only alerts."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("progress"), partitions=3)
+    group = clients.unique("g-progress")
+    sidecar = sidecars(group, "pod-a", events_topic="", signal="progress")
+    members = [clients.Member(conn, group, [topic], f"pod-{x}").start() for x in "abc"]
+    watched = members[0]
+    try:
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 3, timeout=60, what="3 members stable")
+        assert '"action": "alert"' in sidecar.get("/v1/status")[1]
+        clients.produce(conn, topic, [f"warm-{n}" for n in range(30)])
+        offsets = GroupClient(conn)
+        try:  # the app has committed on every partition: from here on, progress can be judged
+            wait_for(lambda: offsets.committed_offsets(group), lambda c: len(c) == 3, timeout=30,
+                     what="commits on all 3 partitions")  # fmt: skip
+        finally:
+            offsets.close()
+        stop_producing = time.monotonic() + 4 * STALL
+        watched.paused_polling.set()
+        stalled_at = time.monotonic()
+        i = 0
+
+        def alerted() -> bool:
+            nonlocal i
+            if time.monotonic() < stop_producing:  # data keeps arriving on every partition, the stalled one too
+                clients.produce(conn, topic, [f"p{i}-{n}" for n in range(6)])
+                i += 1
+            return 'vigil_sidecar_alerts_total{kind="stall"} 1.0' in sidecar.get("/metrics")[1]
+
+        wait_for(alerted, timeout=bound(2 * STALL + 2 * CHECK), what="a stall alert from the progress signal",
+                 interval=0.5)  # fmt: skip
+        took = time.monotonic() - stalled_at
+        assert took >= STALL  # one stall timeout to prove it, then the watchdog's own
+        _, metrics = sidecar.get("/metrics")
+        assert "leave-group" not in metrics  # alert only: nothing evicted
+        assert len(clients.describe_group(conn, group).members) == 3
+    finally:
+        for m in members:
+            m.close()
