@@ -83,7 +83,7 @@ def find_member(members: Sequence[ObservedMember], pod: PodIdentity) -> Match | 
                 f"{len(candidates)} members have {label} {wanted!r} ({ids}), so pod {pod.pod_name!r} cannot be matched"
                 " to one of them; refusing to pick."
             )
-    for member in members:
+    for member in sorted(members, key=lambda m: m.member_id):  # sorted: the same reason whatever the order
         if member not in ours and any(_key(member, basis) == wanted for basis, _, wanted in bases[1:]):
             return NoMatch(
                 f"Member {member.member_id!r} fits pod {pod.pod_name!r} by member or client id but holds"

@@ -16,10 +16,16 @@ def test_defaults_derive_from_the_stall_timeout() -> None:
     settings, conn, findings = config.load(BASE | {"VIGIL_STALL_TIMEOUT_SECONDS": "8"})
     assert settings.cooldown == 16
     assert settings.check_interval == 2
-    assert settings.action is StallAction.LEAVE_GROUP
+    assert settings.stall_action is StallAction.LEAVE_GROUP
     assert settings.watchdog().stall_timeout == 8
     assert conn.bootstrap_servers == "k:9092"
     assert all(f.severity.value != "error" for f in findings)
+
+
+def test_the_progress_signal_alerts_by_default_and_obeys_an_explicit_action() -> None:
+    assert config.load(BASE | {"VIGIL_SIGNAL": "progress"})[0].stall_action is StallAction.ALERT
+    explicit = BASE | {"VIGIL_SIGNAL": "progress", "VIGIL_ACTION": "leave-group"}
+    assert config.load(explicit)[0].stall_action is StallAction.LEAVE_GROUP
 
 
 def test_check_interval_is_capped_at_five_seconds() -> None:
@@ -31,7 +37,7 @@ def test_flags_win_over_env() -> None:
     settings, _, _ = config.load(
         BASE | {"VIGIL_ACTION": "alert"}, ["--action", "restart", "--stall-timeout-seconds", "9"]
     )
-    assert settings.action is StallAction.RESTART
+    assert settings.stall_action is StallAction.RESTART
     assert settings.stall_timeout_seconds == 9
 
 
