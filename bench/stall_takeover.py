@@ -102,7 +102,7 @@ def main() -> None:
             extra = {"instance_id": pod} if static else {}
             return start_sidecar(conn, group, pod, state, stall_timeout_seconds=args.stall,
                                  check_interval_seconds=CHECK, session_timeout_seconds=session,
-                                 events_topic="", **extra)  # fmt: skip
+                                 events_topic="", budget="none", **extra)  # fmt: skip
 
         return start
 

@@ -6,6 +6,7 @@ variable or flag, and the process exits 2 (a config error never becomes a crash 
 import argparse
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -16,6 +17,14 @@ from vigil_core.kafka.security import KafkaConnection, describe_validation_error
 from vigil_sidecar.watchdog.state import StallAction, WatchdogConfig
 
 ENV_PREFIX = "VIGIL_"
+
+
+class BudgetMode(StrEnum):
+    LEASE = "lease"
+    """An eviction needs a permit from the group's Lease (pre-created by the operator): at most
+    max_concurrent_evictions per cooldown, none in a systemic stall. Without API access: alert only."""
+    NONE = "none"
+    """No budget: every sidecar evicts on its own. Only for a single consumer outside Kubernetes (and tests)."""
 
 
 class Signal(StrEnum):
@@ -60,6 +69,17 @@ class SidecarSettings(BaseModel):
     beacon_port: Port = 7390
     health_bind: str = "0.0.0.0"  # noqa: S104 - the kubelet probes the pod IP
     health_port: Port = 7391
+    budget: BudgetMode = BudgetMode.LEASE
+    """lease (default: do no harm across the group) or none."""
+    budget_lease: str | None = None
+    """The group's budget Lease (default: the name the operator derives from the group id)."""
+    max_concurrent_evictions: Annotated[int, Field(ge=1)] = 1
+    systemic_stall_percent: Annotated[float, Field(gt=0, le=100)] = 50.0
+    """More than this share of the group stalled at once → no eviction, a systemic-stall event instead."""
+    settle_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 2.0
+    """Wait this long after the first permit request, so stalled peers can publish first."""
+    service_account_dir: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+    """Where the pod's service account token, CA and namespace are mounted."""
     events_topic: str = "vigil.events"
     """Where events go ("" turns them off); created by its owner, never by vigil."""
     cluster: str = "kafka"

@@ -8,9 +8,11 @@ transport outcome the watchdog backs off from.
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +22,9 @@ from vigil_core.kafka.event_sink import EventSink
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
-from vigil_sidecar.config import SidecarSettings, Signal
+from vigil_sidecar.budget import ledger
+from vigil_sidecar.budget.lease_api import BudgetPolicy, BudgetUnavailable, LeaseApi, publish, request_permit
+from vigil_sidecar.config import BudgetMode, SidecarSettings, Signal
 from vigil_sidecar.metrics import Metrics
 from vigil_sidecar.signals.progress import ProgressSampler
 from vigil_sidecar.signals.progress_adapter import AdapterState, NoCommits, ProgressOutput, adapt
@@ -65,7 +69,10 @@ class Sidecar:
         self._sampler: ProgressSampler | None = None
         self._adapter = AdapterState()
         self._progress_problem: str | None = None
-        self._progress_task: asyncio.Task[None] | None = None
+        self._lease: LeaseApi | None = None
+        self._budget_problem: BudgetUnavailable | None = None
+        self._published: ledger.Entry | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- inputs ------------------------------------------------------------------------------------------------
     def beacon(self, beacon: Beacon, transport: str) -> None:
@@ -78,9 +85,10 @@ class Sidecar:
 
     # -- the loop ----------------------------------------------------------------------------------------------
     async def run(self) -> None:
+        if self.settings.budget is BudgetMode.LEASE:
+            self._open_budget()
         if self.settings.signal is Signal.PROGRESS:
-            self._progress_task = asyncio.create_task(self._progress_loop())
-            self._progress_task.add_done_callback(_report_crash)
+            self._background(self._progress_loop())
         observation: Observation = Tick()
         while True:
             self.loop_alive_at = now = time.monotonic()
@@ -111,10 +119,10 @@ class Sidecar:
                 self._in_worker(Api.DESCRIBE_GROUP, self._describe)
             case Evict() as evict:
                 self._stall_event(evict.member_id, evict.instance_id, "leave-group")
-                self._emit(events.EvictionRequested, evict.member_id, evict.instance_id,
-                           {"action": "leave-group", "reason": evict.reason})  # fmt: skip
-                log.warning("evicting member %s: %s", evict.member_id, evict.reason)
-                self._in_worker(Api.LEAVE_GROUP, lambda: self._evict(evict))
+                if self.settings.budget is BudgetMode.NONE:
+                    self._leave(evict)
+                else:
+                    self._background(self._permit_then_leave(evict))
             case Restart() as restart:
                 self._stall_event(restart.member_id, restart.instance_id, "restart")
                 self.app_probe_failing = True
@@ -129,6 +137,98 @@ class Sidecar:
                     self._stall_event(self.state.member.member_id, self.state.member.instance_id, "alert")
             case _:
                 raise TypeError(f"unknown watchdog action {action!r}")
+
+    # -- the eviction budget ------------------------------------------------------------------------------------
+    def _open_budget(self) -> None:
+        name = self.settings.budget_lease or ledger.lease_name(self.settings.group_id)
+        answer = LeaseApi.in_cluster(
+            name, namespace=self.settings.namespace, env=os.environ, account_dir=self.settings.service_account_dir
+        )
+        if isinstance(answer, BudgetUnavailable):
+            self._budget_problem = answer
+            log.warning("eviction budget unavailable (%s): %s; vigil will only alert", answer.cause, answer.message)
+            return
+        self._lease = answer
+        self._background(self._publish_loop())
+
+    def _policy(self) -> BudgetPolicy:
+        s = self.settings
+        return BudgetPolicy(
+            stall_timeout=s.stall_timeout_seconds,
+            max_concurrent=s.max_concurrent_evictions,
+            cooldown=s.cooldown,
+            systemic_percent=s.systemic_stall_percent,
+            settle=s.settle_seconds,
+        )
+
+    def _poll_age(self) -> float | None:
+        return None if self.last_beacon_at is None else time.monotonic() - self.last_beacon_at
+
+    async def _publish_loop(self) -> None:
+        """Keep this pod's poll age in the group's ledger, so peers can count stalls before they evict."""
+        assert self._lease is not None
+        stall = self.settings.stall_timeout_seconds
+        while True:
+            age = self._poll_age()
+            if age is not None and ledger.should_publish(self._published, age, stall, time.time()):
+                written = await publish(self._lease, self.settings.pod_name, age, stall_timeout=stall)
+                if isinstance(written, ledger.Ledger):
+                    self._published = written.members.get(self.settings.pod_name)
+                else:
+                    self._progress_said(f"eviction budget: {written.cause}: {written.message}")
+            await asyncio.sleep(self.settings.check_interval)
+
+    async def _permit_then_leave(self, evict: Evict) -> None:
+        """Ask the group's budget for a permit; evict with one, else tell the watchdog why not (as the answer to
+        its Evict) so it retries later (settle, budget) or stops (systemic stall, no access)."""
+        age = self._poll_age() or self.settings.stall_timeout_seconds
+        answer: ledger.Permit | ledger.Refusal | BudgetUnavailable
+        if self._lease is None:
+            assert self._budget_problem is not None
+            answer = self._budget_problem
+        else:
+            answer = await request_permit(self._lease, self.settings.pod_name, evict.member_id, age, self._policy())
+        if isinstance(answer, ledger.Permit):
+            self._leave(evict)
+            return
+        cause: str
+        if isinstance(answer, ledger.Refusal):
+            cause, retry = answer.cause, answer.cause in ("settle", "budget")
+            if cause == "systemic-stall":
+                self._emit(
+                    events.SystemicStall,
+                    {
+                        "stalled_members": answer.count.stalled,
+                        "members": answer.count.members,
+                        "threshold_percent": self.settings.systemic_stall_percent,
+                    },
+                )
+        else:
+            cause, retry = "no-permission", answer.transient
+        self.metrics.alerts.labels(f"budget-{cause}").inc()
+        if cause != "settle":
+            log.warning("eviction of %s refused (%s): %s", evict.member_id, cause, answer.message)
+            self._emit(
+                events.EvictionRefused,
+                {"action": "leave-group", "cause": cause, "message": answer.message},
+                member=(evict.member_id, evict.instance_id),
+            )
+        self._queue.put_nowait(ActionResult(_refused(cause, answer.message, retry=retry)))
+
+    def _leave(self, evict: Evict) -> None:
+        self._emit(
+            events.EvictionRequested,
+            {"action": "leave-group", "reason": evict.reason},
+            member=(evict.member_id, evict.instance_id),
+        )
+        log.warning("evicting member %s: %s", evict.member_id, evict.reason)
+        self._in_worker(Api.LEAVE_GROUP, lambda: self._evict(evict))
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_report_crash)
 
     # -- the progress signal: committed offsets instead of beacons ---------------------------------------------
     async def _progress_loop(self) -> None:
@@ -217,41 +317,66 @@ class Sidecar:
         )
         self.metrics.actions.labels("leave-group", outcome.name).inc()
         self.last_action = {
-            "action": "leave-group", "reason": evict.reason, "outcome": outcome.name, "at": _utc_now().isoformat(),
-        }  # fmt: skip
+            "action": "leave-group",
+            "reason": evict.reason,
+            "outcome": outcome.name,
+            "at": _utc_now().isoformat(),
+        }
         if outcome.reaction in (Reaction.DONE, Reaction.ALREADY_GONE):
-            self._emit(events.EvictionDone, evict.member_id, evict.instance_id,
-                       {"action": "leave-group", "kafka_error": outcome.name,
-                        "already_gone": outcome.reaction is Reaction.ALREADY_GONE})  # fmt: skip
+            self._emit(
+                events.EvictionDone,
+                member=(evict.member_id, evict.instance_id),
+                payload={
+                    "action": "leave-group",
+                    "kafka_error": outcome.name,
+                    "already_gone": outcome.reaction is Reaction.ALREADY_GONE,
+                },
+            )
         elif outcome.reaction is Reaction.NOTHING_TO_DO:
-            self._emit(events.EvictionRefused, evict.member_id, evict.instance_id,
-                       {"action": "leave-group", "cause": "fenced", "message": outcome.message})  # fmt: skip
+            self._emit(
+                events.EvictionRefused,
+                member=(evict.member_id, evict.instance_id),
+                payload={"action": "leave-group", "cause": "fenced", "message": outcome.message},
+            )
         return ActionResult(outcome)
 
     # -- events ------------------------------------------------------------------------------------------------
     def _stall_event(self, member_id: str, instance_id: str | None, action: str) -> None:
         stalled = time.monotonic() - self.last_beacon_at if self.last_beacon_at is not None else 0.0
         beacon = self.state.beacon
-        self._emit(events.StallDetected, member_id, instance_id, {
-            "signal": self.settings.signal.value,
-            "stalled_for_ms": round(stalled * 1000),
-            "stall_timeout_ms": round(self.settings.stall_timeout_seconds * 1000),
-            "generation": beacon.generation if beacon is not None and beacon.generation >= 0 else None,
-            "assigned_partitions": beacon.assigned_partitions if beacon is not None else None,
-        })  # fmt: skip
+        self._emit(
+            events.StallDetected,
+            member=(member_id, instance_id),
+            payload={
+                "signal": self.settings.signal.value,
+                "stalled_for_ms": round(stalled * 1000),
+                "stall_timeout_ms": round(self.settings.stall_timeout_seconds * 1000),
+                "generation": beacon.generation if beacon is not None and beacon.generation >= 0 else None,
+                "assigned_partitions": beacon.assigned_partitions if beacon is not None else None,
+            },
+        )
 
-    def _emit(self, model: Any, member_id: str, instance_id: str | None, payload: dict[str, Any]) -> None:
+    def _emit(self, model: Any, payload: dict[str, Any], *, member: tuple[str, str | None] | None = None) -> None:
+        """Queue one event (never blocks, never raises); `member` is the (member id, instance id) concerned."""
         if not self.settings.events_topic:
             return
         if self._sink is None:
             self._sink = EventSink(
                 self.connection, self.settings.events_topic, f"vigil-sidecar-{self.settings.pod_name}"
             )
-        event = model.model_validate({
-            "time": _utc_now(), "cluster": self.settings.cluster, "group": self.settings.group_id,
-            "source": "sidecar", "namespace": self.settings.namespace, "pod": self.settings.pod_name,
-            "payload": {"member": {"member_id": member_id, "instance_id": instance_id}, **payload},
-        })  # fmt: skip
+        if member is not None:
+            payload = {"member": {"member_id": member[0], "instance_id": member[1]}, **payload}
+        event = model.model_validate(
+            {
+                "time": _utc_now(),
+                "cluster": self.settings.cluster,
+                "group": self.settings.group_id,
+                "source": "sidecar",
+                "namespace": self.settings.namespace,
+                "pod": self.settings.pod_name,
+                "payload": payload,
+            }
+        )
         self._sink.emit(event)
 
     def status(self) -> dict[str, Any]:
@@ -271,9 +396,14 @@ class Sidecar:
             "coordinator": self.state.coordinator,
             "app_probe_failing": self.app_probe_failing,
             "last_action": self.last_action,
+            "budget": self.settings.budget.value
+            if self._budget_problem is None
+            else f"unavailable ({self._budget_problem.cause}): alert only",
         }
 
     def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
         if self._sampler is not None:
             self._sampler.close()
         if self._sink is not None:
@@ -285,9 +415,25 @@ class Sidecar:
 
 
 def _report_crash(task: "asyncio.Task[None]") -> None:
-    """A background loop that ended by an unexpected error says so loudly (then /livez still reflects the watchdog)."""
+    """A background task that ended by an unexpected error says so loudly."""
     if not task.cancelled() and task.exception() is not None:
-        log.error("the progress signal stopped: %r", task.exception())
+        log.error("a background task of the sidecar stopped: %r", task.exception())
+
+
+#: The code of a LeaveGroup vigil did not send (the budget refused it): below Kafka's and TRANSPORT_ERROR's.
+BUDGET_REFUSED = -3
+
+
+def _refused(cause: str, message: str, *, retry: bool) -> Outcome:
+    """The watchdog's answer to an Evict the budget refused: retry later (settle, budget) or stop (the rest)."""
+    return dataclasses.replace(
+        classify(Api.LEAVE_GROUP, 0),
+        code=BUDGET_REFUSED,
+        name=f"BUDGET_{cause.upper().replace('-', '_')}",
+        reaction=Reaction.RETRY_BACKOFF if retry else Reaction.NOTHING_TO_DO,
+        retriable=retry,
+        message=message,
+    )
 
 
 def _failure(api: Api, outcome: Outcome) -> Observation:

@@ -5,14 +5,13 @@ import asyncio
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from vigil_dev.testing.budget import Budget, create_lease, provision_budget
 from vigil_dev.testing.kube_fixtures import Kube
-from vigil_dev.testing.waiting import wait_for
 from vigil_sidecar.budget import ledger as lg
 from vigil_sidecar.budget.lease_api import (
     BudgetPolicy,
@@ -27,83 +26,11 @@ pytestmark = pytest.mark.kube
 
 STALL = 30.0
 POLICY = BudgetPolicy(stall_timeout=STALL, max_concurrent=1, cooldown=60.0, systemic_percent=50.0, settle=0.0)
-ACCOUNT = "vigil-sidecar"
-
-
-@dataclass
-class Budget:
-    """One group's budget Lease, created as the operator would, and a token limited to get/update on it."""
-
-    kube: Kube
-    namespace: str
-    lease: str
-    token: str
-
-    def api(self, *, admin: bool = False, lease: str | None = None) -> LeaseApi:
-        pki = self.kube.cluster.pki
-        auth: dict[str, Any] = {"client_cert": pki.cert("admin")} if admin else {"token": self.token}
-        return LeaseApi(self.kube.cluster.server, self.namespace, lease or self.lease, ca_file=pki.ca_cert, **auth)
-
-    def ledger(self) -> lg.Ledger:
-        obj = self.kube.dynamic.resources.get(api_version="coordination.k8s.io/v1", kind="Lease").get(
-            name=self.lease, namespace=self.namespace
-        )
-        return lg.loads((obj.to_dict()["metadata"].get("annotations") or {}).get(lg.ANNOTATION))
-
-
-def create_lease(kube: Kube, namespace: str, name: str) -> None:
-    kube.apply(
-        {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": {"app.kubernetes.io/managed-by": "vigil-operator"},
-                "annotations": {"vigil.dev/group": "orders"},
-            },
-            "spec": {"holderIdentity": "vigil-operator"},
-        }
-    )
 
 
 @pytest.fixture
 def budget(kube: Kube, namespace: str) -> Budget:
-    lease = lg.lease_name(f"orders-{namespace}")
-    create_lease(kube, namespace, lease)
-    kube.apply(
-        f"""
-apiVersion: v1
-kind: ServiceAccount
-metadata: {{name: {ACCOUNT}, namespace: {namespace}}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: vigil-budget, namespace: {namespace}}}
-rules:
-- apiGroups: [coordination.k8s.io]
-  resources: [leases]
-  resourceNames: [{lease}]
-  verbs: [get, update]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: vigil-budget, namespace: {namespace}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: vigil-budget}}
-subjects:
-- {{kind: ServiceAccount, name: {ACCOUNT}, namespace: {namespace}}}
-"""
-    )
-    answer = kube.core.create_namespaced_service_account_token(ACCOUNT, namespace, {"spec": {"expirationSeconds": 600}})
-    found = Budget(kube, namespace, lease, answer.status.token)
-
-    async def readable() -> bool:
-        async with found.api() as api:
-            return not isinstance(await api.update(lambda ledger, _: (ledger, True), time.time), BudgetUnavailable)
-
-    # the RBAC authorizer learns of new bindings through an informer: poll until it has
-    wait_for(lambda: asyncio.run(readable()), timeout=30, what=f"the {ACCOUNT} token may get the Lease")
-    return found
+    return provision_budget(kube, namespace, lg.lease_name(f"orders-{namespace}"))
 
 
 def fake_clock(start: float) -> tuple[list[float], Callable[[], float]]:

@@ -28,7 +28,12 @@ def sidecars(kafka: KafkaCluster, tmp_path: Path) -> Iterator[Callable[..., Runn
     started: list[RunningSidecar] = []
 
     def start(group: str, pod: str, **settings: str | float) -> RunningSidecar:
-        defaults = {"stall_timeout_seconds": STALL, "check_interval_seconds": CHECK, "session_timeout_seconds": 6}
+        defaults = {
+            "stall_timeout_seconds": STALL,
+            "check_interval_seconds": CHECK,
+            "session_timeout_seconds": 6,
+            "budget": "none",  # Kafka-only tests: no Lease (the budget is tested with the real apiserver below)
+        }
         sidecar = start_sidecar(kafka.connection(), group, pod, tmp_path, **(defaults | settings))
         started.append(sidecar)
         return sidecar

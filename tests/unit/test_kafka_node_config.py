@@ -94,3 +94,12 @@ def test_scram_users_get_both_mechanisms() -> None:
         "--add-scram",
         "SCRAM-SHA-512=[name=app,password=p1]",
     ]
+
+
+def test_cluster_ids_never_start_with_a_dash() -> None:
+    """StorageTool's parser would take `-t -x...` for an option (seen here: one failed start in 64)."""
+    from vigil_dev.kafka.cluster import _cluster_id
+
+    ids = [_cluster_id() for _ in range(2000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(i) == 22 for i in ids)

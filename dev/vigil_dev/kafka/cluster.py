@@ -264,9 +264,13 @@ def create(
 
 
 def _cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (what StorageTool random-uuid makes)."""
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, as StorageTool's random-uuid makes
+    it — and, like Kafka's own `Uuid.randomUuid`, never one starting with "-" (its argument parser would take
+    `-t -x...` for an option: about one start in 64 would fail)."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
 
 
 def _write_layout(cluster: KafkaCluster) -> None:

@@ -3,6 +3,7 @@
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,14 +38,21 @@ class RunningSidecar:
 
 
 def start_sidecar(
-    connection: KafkaConnection, group: str, pod: str, state_dir: Path, **settings: str | float
+    connection: KafkaConnection,
+    group: str,
+    pod: str,
+    state_dir: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    **settings: str | float,
 ) -> RunningSidecar:
     """Start a sidecar for `pod` on free loopback ports (`settings`: VIGIL_* names in lower case, e.g.
-    stall_timeout_seconds=6) and wait until its /livez answers."""
+    stall_timeout_seconds=6; `env`: anything else, e.g. KUBERNETES_SERVICE_HOST) and wait until /livez answers."""
     beacon, health = ports.free_ports(2)
     marker_key, marker_value = "VIGIL_TEST_SIDECAR", str(state_dir / pod)
-    env = {
+    full_env = {
         "PATH": "/usr/bin:/bin",
+        **(env or {}),
         **connection.to_env(),
         "VIGIL_GROUP_ID": group,
         "VIGIL_POD_NAME": pod,
@@ -61,7 +69,7 @@ def start_sidecar(
         pid_file=state_dir / f"sidecar-{pod}.pid",
         marker=f"{marker_key}={marker_value}",
         log_file=log,
-        env=env,
+        env=full_env,
     )
     sidecar = RunningSidecar(process, beacon, health, log)
     wait_for(

@@ -1,0 +1,141 @@
+"""Sidecars sharing a group's eviction budget through the real kube-apiserver (the Lease the operator will
+pre-create, a token limited to it) while watching a real consumer group: do no harm."""
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing import clients
+from vigil_dev.testing.budget import Budget, provision_budget
+from vigil_dev.testing.kube_fixtures import Kube
+from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
+from vigil_dev.testing.waiting import bound, wait_for
+from vigil_sidecar.budget import ledger
+from vigil_sidecar.client import Consumer as BeaconingConsumer
+
+STALL = 6.0
+CHECK = 1.0
+
+
+@pytest.fixture
+def group_budget(kube: Kube, namespace: str) -> tuple[str, Budget]:
+    group = clients.unique("g-budget")
+    return group, provision_budget(kube, namespace, ledger.lease_name(group))
+
+
+@pytest.fixture
+def watched_pods(
+    kafka: KafkaCluster, kube: Kube, group_budget: tuple[str, Budget], tmp_path: Path
+) -> Iterator[Callable[[list[str]], list[tuple[RunningSidecar, clients.Member]]]]:
+    """Pods = (sidecar process with the budget, beaconing consumer) in one group."""
+    group, budget = group_budget
+    server = urlsplit(kube.cluster.server)
+    env = {
+        "KUBERNETES_SERVICE_HOST": server.hostname or "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(server.port),
+    }
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("budget"), partitions=3)
+    started: list[tuple[RunningSidecar, clients.Member]] = []
+
+    def start(pods: list[str]) -> list[tuple[RunningSidecar, clients.Member]]:
+        for pod in pods:
+            sidecar = start_sidecar(
+                conn, group, pod, tmp_path, env=env,
+                stall_timeout_seconds=STALL, check_interval_seconds=CHECK, session_timeout_seconds=6,
+                events_topic="", namespace=budget.namespace,
+                service_account_dir=str(budget.service_account_dir(tmp_path / f"sa-{pod}")),
+            )  # fmt: skip
+            member = clients.Member(
+                conn, group, [topic], client_id=pod,
+                consumer_factory=lambda conf, s=sidecar: BeaconingConsumer(conf, beacon_addr=s.beacon_addr),
+            ).start()  # fmt: skip
+            started.append((sidecar, member))
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == len(pods), timeout=60,
+                 what=f"{len(pods)} members stable")  # fmt: skip
+        for sidecar, _ in started:
+            wait_for(
+                lambda s=sidecar: s.get("/v1/status")[1],
+                lambda s: '"member": {' in s and '"budget": "lease"' in s,
+                timeout=30,
+                what="each sidecar identifying its member, with the budget",
+            )
+        return started
+
+    yield start
+    for sidecar, member in started:
+        member.close()
+        sidecar.stop()
+
+
+def _metric(sidecar: RunningSidecar, name: str) -> float:
+    match = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", sidecar.get("/metrics")[1], re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+EVICTED = 'vigil_sidecar_actions_total{action="leave-group",outcome="NONE"}'
+SYSTEMIC = 'vigil_sidecar_alerts_total{kind="budget-systemic-stall"}'
+
+
+@pytest.mark.kube
+def test_one_stalled_member_gets_a_permit_and_is_evicted(
+    kafka: KafkaCluster, watched_pods, group_budget: tuple[str, Budget]
+) -> None:
+    pods = watched_pods(["pod-a", "pod-b", "pod-c"])
+    (sidecar, stalled), others = pods[0], pods[1:]
+    stalled.paused_polling.set()
+    wait_for(lambda: _metric(sidecar, EVICTED), lambda n: n == 1, timeout=bound(STALL + CHECK + 2.0),
+             what="the stalled member evicted under a permit")  # fmt: skip
+    permits = group_budget[1].ledger().permits
+    assert [(p.pod, p.member_id) for p in permits] == [("pod-a", stalled.member_id)]
+    assert all(_metric(s, EVICTED) == 0 for s, _ in others)
+
+
+@pytest.mark.kube
+def test_all_members_stalled_together_is_a_systemic_stall_and_no_one_is_evicted(
+    kafka: KafkaCluster, watched_pods, group_budget: tuple[str, Budget]
+) -> None:
+    pods = watched_pods(["pod-a", "pod-b", "pod-c"])
+    for _, member in pods:
+        member.paused_polling.set()  # e.g. their shared database is down: evicting would only add rebalances
+    wait_for(lambda: sum(_metric(s, SYSTEMIC) for s, _ in pods), lambda n: n >= 1,
+             timeout=bound(STALL + 3 * CHECK + 2.0), what="a systemic-stall refusal")  # fmt: skip
+    time.sleep(2 * CHECK)  # give any (wrong) eviction the time it would need to show
+    assert all(_metric(s, EVICTED) == 0 for s, _ in pods)
+    assert group_budget[1].ledger().permits == ()
+    group = group_budget[0]
+    assert len(clients.describe_group(kafka.connection(), group).members) == 3
+
+
+@pytest.mark.integration
+def test_without_api_access_the_sidecar_only_alerts(kafka: KafkaCluster, tmp_path: Path) -> None:
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("noapi"), partitions=3)
+    group = clients.unique("g-noapi")
+    sidecar = start_sidecar(
+        conn, group, "pod-a", tmp_path, stall_timeout_seconds=STALL, check_interval_seconds=CHECK,
+        session_timeout_seconds=6, events_topic="", service_account_dir=str(tmp_path / "none"),
+    )  # fmt: skip
+    members = [
+        clients.Member(conn, group, [topic], "pod-a",
+                       consumer_factory=lambda conf: BeaconingConsumer(conf, beacon_addr=sidecar.beacon_addr)).start(),
+        clients.Member(conn, group, [topic], "pod-b").start(),
+    ]  # fmt: skip
+    try:
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 2, timeout=60, what="2 members stable")
+        assert '"budget": "unavailable (no-api): alert only"' in sidecar.get("/v1/status")[1]
+        members[0].paused_polling.set()
+        refused = 'vigil_sidecar_alerts_total{kind="budget-no-permission"}'
+        wait_for(lambda: _metric(sidecar, refused), lambda n: n >= 1, timeout=bound(STALL + 2 * CHECK),
+                 what="the refusal for lack of API access")  # fmt: skip
+        assert _metric(sidecar, EVICTED) == 0
+        assert len(clients.describe_group(conn, group).members) == 2
+    finally:
+        for m in members:
+            m.close()
+        sidecar.stop()
