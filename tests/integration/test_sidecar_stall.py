@@ -174,11 +174,17 @@ def test_the_progress_signal_alone_alerts_on_a_stalled_app_without_evicting(
     try:
         wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 3, timeout=60, what="3 members stable")
         assert '"action": "alert"' in sidecar.get("/v1/status")[1]
-        clients.produce(conn, topic, [f"warm-{n}" for n in range(30)])
         offsets = GroupClient(conn)
-        try:  # the app has committed on every partition: from here on, progress can be judged
-            wait_for(lambda: offsets.committed_offsets(group), lambda c: len(c) == 3, timeout=30,
-                     what="commits on all 3 partitions")  # fmt: skip
+        try:  # the sidecar must see commits *move* (checks every second) before it can judge progress
+            seen: dict = {}
+            for round_ in range(3):
+                clients.produce(conn, topic, [f"warm-{round_}-{n}" for n in range(30)])
+                seen = wait_for(
+                    lambda: offsets.committed_offsets(group),
+                    lambda c, before=seen: len(c) == 3 and all(c[tp] > before.get(tp, -1) for tp in c),
+                    timeout=30,
+                    what=f"commits advancing on all 3 partitions (round {round_})",
+                )
         finally:
             offsets.close()
         stop_producing = time.monotonic() + 4 * STALL
