@@ -9,7 +9,7 @@ export PIP_CACHE_DIR ?= $(VIGIL_CACHE)/pip
 PYTEST := $(BIN)/python -m pytest
 ARTIFACTS := test-artifacts
 
-.PHONY: help setup stack-deps lint typecheck test test-unit test-kafka test-kafka3 test-kube demo bench clean
+.PHONY: help setup stack-deps lint typecheck test test-unit test-kafka test-kafka3 test-kube test-spark demo bench clean
 
 help:
 	@echo "make demo   - real Kafka up, a real 3-member consumer group described by the broker, down"
@@ -29,11 +29,12 @@ $(BIN)/vigil: pyproject.toml
 stack-deps: $(BIN)/vigil
 	@scripts/timed "kafka broker jars (maven)" $(BIN)/python -m vigil_dev.kafka.install
 	@scripts/timed "kubernetes binaries (go build, cached)" $(BIN)/python -m vigil_dev.kube.build
+	@scripts/timed "spark kafka connector jars (maven)" $(BIN)/python -m vigil_dev.spark.install >/dev/null
 
 setup: $(BIN)/vigil stack-deps
 
 typecheck: $(BIN)/vigil
-	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator spark/vigil_spark/decode dev/vigil_dev
+	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator spark/vigil_spark dev/vigil_dev
 
 lint: $(BIN)/vigil typecheck
 	@scripts/timed "ruff" $(BIN)/ruff check .
@@ -41,10 +42,10 @@ lint: $(BIN)/vigil typecheck
 	@scripts/timed "import-linter" $(BIN)/lint-imports
 
 test-unit: $(BIN)/vigil
-	@scripts/timed "unit suite" $(PYTEST) tests/unit -q
+	@scripts/timed "unit suite" $(PYTEST) tests/unit -m "not spark" -q
 
 test-kafka: setup
-	@scripts/timed "kafka integration suite" $(PYTEST) tests/integration -m "integration and not kafka3 and not kube" -q
+	@scripts/timed "kafka integration suite" $(PYTEST) tests/integration -m "integration and not kafka3 and not kube and not spark" -q
 
 test-kafka3: setup
 	@scripts/timed "kafka 3-node suite" $(PYTEST) tests/integration -m "kafka3" -q
@@ -52,8 +53,11 @@ test-kafka3: setup
 test-kube: setup
 	@scripts/timed "kubernetes integration suite" $(PYTEST) tests/integration -m "kube" -q
 
-# Order is the test rules' order: unit -> Kafka integration (incl. 3-node) -> Kubernetes -> (e2e, Spark as they land)
-test: setup lint test-unit test-kafka test-kafka3 test-kube
+test-spark: setup
+	@scripts/timed "spark suite" $(PYTEST) tests -m "spark" -q
+
+# Order is the test rules' order: unit -> Kafka integration (incl. 3-node) -> Kubernetes -> (e2e as it lands) -> Spark
+test: setup lint test-unit test-kafka test-kafka3 test-kube test-spark
 
 demo: setup
 	@$(BIN)/vigil demo

@@ -1,0 +1,44 @@
+"""The one SparkSession of a test run (a pytest plugin: `pytest_plugins = ["vigil_dev.testing.spark_fixtures"]`).
+
+`spark.jars` is read when the JVM starts, so the session is built with the Kafka source jars whichever test
+asks first: `$VIGIL_SPARK_JARS` when set, else the dev cache (`vigil_dev.spark.install`). If they cannot be
+had, the session starts without them so the decoder tests still run, and `spark_kafka` fails with the one
+line that says why (fixtures never skip).
+"""
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from vigil_dev.errors import DevError
+from vigil_dev.spark import install
+from vigil_spark import session
+
+_missing: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """`local[2]`, two shuffle partitions, ANSI on (as in production), the Kafka source when available."""
+    jars = os.environ.get(session.JARS_ENV) or None
+    if jars is None:
+        try:
+            jars = str(install.ensure_spark_kafka(progress=lambda _: None))
+        except DevError as exc:
+            _missing.append(str(exc))
+    try:
+        spark = session.build("local[2]", jars_dir=jars, app_name="vigil-tests", shuffle_partitions=2)
+    except session.SessionError as exc:
+        pytest.fail(f"Spark could not start: {exc}", pytrace=False)
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_kafka(spark: SparkSession) -> SparkSession:
+    """The session, failing the test in one line when Spark's Kafka source is not on its classpath."""
+    if _missing:
+        pytest.fail(f"Spark's Kafka source is not installed: {_missing[0]}", pytrace=False)
+    return spark

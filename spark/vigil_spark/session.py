@@ -1,0 +1,62 @@
+"""The one place the report's SparkSession is built.
+
+Jars are files resolved at setup (`python -m vigil_dev.spark.install`), never Maven coordinates: a job that
+resolves packages at start needs network access and a writable Ivy cache in every image. ANSI mode stays on
+(the Spark 4 default): the SQL decoders are written not to trip it, and a silent null is worse than a loud
+error everywhere else.
+"""
+
+import os
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+JARS_ENV = "VIGIL_SPARK_JARS"
+APP_NAME = "vigil-report"
+
+
+class SessionError(Exception):
+    """The session cannot be configured as asked; the message is one line naming what is missing."""
+
+
+def jar_files(jars_dir: Path | str | None = None) -> list[Path]:
+    """The jars to put on the classpath: from `jars_dir`, else `$VIGIL_SPARK_JARS`, else none."""
+    chosen = jars_dir if jars_dir is not None else os.environ.get(JARS_ENV) or None
+    if chosen is None:
+        return []
+    directory = Path(chosen)
+    jars = sorted(directory.glob("*.jar"))
+    if not jars:
+        raise SessionError(f"{JARS_ENV}: no jars in {directory} (run: python -m vigil_dev.spark.install)")
+    return jars
+
+
+def build(
+    master: str | None = None,
+    *,
+    jars_dir: Path | str | None = None,
+    app_name: str = APP_NAME,
+    shuffle_partitions: int | None = None,
+    driver_memory: str = "1g",
+) -> SparkSession:
+    """A session for the report: `local[*]` unless `master` is given; small memory and shuffles when local."""
+    master = master or "local[*]"
+    local = master.startswith("local")
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.ansi.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    partitions = shuffle_partitions if shuffle_partitions is not None else (4 if local else None)
+    if partitions is not None:
+        builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
+    jars = jar_files(jars_dir)
+    if jars:
+        builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
