@@ -262,6 +262,7 @@ class Sidecar:
                 )
             now = time.monotonic()
             progress = self._sampler.check(view, member, now, stall_timeout=self.settings.stall_timeout_seconds)
+            self._count_progress_requests(self._sampler)
             self._adapter, out = adapt(self._adapter, progress, member, now)
             self._progress_problem = None
             return out
@@ -270,6 +271,15 @@ class Sidecar:
         except (ConnectionError, OSError) as exc:
             self._progress_said(f"progress: Kafka unreachable: {exc}")
         return []
+
+    def _count_progress_requests(self, sampler: ProgressSampler) -> None:
+        """The progress signal's own requests: its describe and what the sampler sent (the footprint benchmark)."""
+        sent = sampler.last_requests
+        requests = self.metrics.requests
+        requests.labels(Api.DESCRIBE_GROUP.value, "NONE").inc()
+        requests.labels(Api.OFFSET_FETCH.value, "NONE").inc(sent.offset_fetch)
+        requests.labels(Api.LIST_OFFSETS.value, "NONE").inc(sent.list_offsets)
+        requests.labels("Fetch", "NONE").inc(sent.probes)
 
     def _progress_said(self, problem: str) -> None:
         """Log a progress-check problem once until it changes (never once per check)."""
