@@ -178,7 +178,8 @@ def test_the_progress_signal_alone_alerts_on_a_stalled_app_without_evicting(
         try:  # the sidecar must see commits *move* (checks every second) before it can judge progress
             seen: dict = {}
             for round_ in range(3):
-                clients.produce(conn, topic, [f"warm-{round_}-{n}" for n in range(30)])
+                for p in range(3):  # every partition, explicitly: unkeyed batches stick to one partition
+                    clients.produce(conn, topic, [f"warm-{round_}-{p}-{n}" for n in range(10)], partition=p)
                 seen = wait_for(
                     lambda: offsets.committed_offsets(group),
                     lambda c, before=seen: len(c) == 3 and all(c[tp] > before.get(tp, -1) for tp in c),
@@ -195,7 +196,8 @@ def test_the_progress_signal_alone_alerts_on_a_stalled_app_without_evicting(
         def alerted() -> bool:
             nonlocal i
             if time.monotonic() < stop_producing:  # data keeps arriving on every partition, the stalled one too
-                clients.produce(conn, topic, [f"p{i}-{n}" for n in range(6)])
+                for p in range(3):
+                    clients.produce(conn, topic, [f"p{i}-{p}-{n}" for n in range(2)], partition=p)
                 i += 1
             return 'vigil_sidecar_alerts_total{kind="stall"} 1.0' in sidecar.get("/metrics")[1]
 

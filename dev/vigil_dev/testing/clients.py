@@ -63,8 +63,11 @@ def _leaders(conn: KafkaConnection, topic: str) -> int:
     return sum(1 for p in meta.partitions.values() if p.leader >= 0)
 
 
-def produce(conn: KafkaConnection, topic: str, values: Iterable[str], key: str | None = None) -> int:
-    """Produce every value (acks=all, idempotent) and flush; returns how many were delivered."""
+def produce(
+    conn: KafkaConnection, topic: str, values: Iterable[str], key: str | None = None, partition: int | None = None
+) -> int:
+    """Produce every value (acks=all, idempotent) and flush; returns how many were delivered. Without a key or a
+    partition, librdkafka's sticky partitioner may put a whole batch on one partition."""
     producer = Producer(conn.confluent_config() | QUIET | {"enable.idempotence": True, "linger.ms": 5})
     failures: list[str] = []
 
@@ -77,7 +80,11 @@ def produce(conn: KafkaConnection, topic: str, values: Iterable[str], key: str |
         while True:
             try:
                 producer.produce(
-                    topic, value=value.encode(), key=key.encode() if key else None, on_delivery=on_delivery
+                    topic,
+                    value=value.encode(),
+                    key=key.encode() if key else None,
+                    on_delivery=on_delivery,
+                    partition=-1 if partition is None else partition,  # -1: librdkafka's partitioner decides
                 )
                 break
             except BufferError:
