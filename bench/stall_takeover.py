@@ -71,7 +71,7 @@ def takeover(
         else:
             watched.paused_polling.set()
         batch = {f"b{i}" for i in range(300)}
-        clients.produce(conn, topic, sorted(batch))
+        clients.produce_spread(conn, topic, sorted(batch), partitions=3)
         wait_for(
             lambda: {v for m in others for _, _, v in m.consumed} & batch,
             lambda seen: seen == batch,

@@ -26,7 +26,7 @@ def test_ten_thousand_messages_through_a_three_member_group_none_lost(kafka: Kaf
     members = clients.start_group(conn, group, [topic], size=3)
     try:
         expected = {f"m-{i}" for i in range(10_000)}
-        assert clients.produce(conn, topic, sorted(expected)) == 10_000
+        assert clients.produce_spread(conn, topic, sorted(expected), partitions=3) == 10_000
 
         def seen() -> set[str]:
             return {value for m in members for (_, _, value) in m.consumed}

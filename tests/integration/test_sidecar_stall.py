@@ -85,7 +85,7 @@ def test_a_stalled_member_is_evicted_and_its_partitions_consumed_by_the_others(
         watched.paused_polling.set()  # stalled: no poll, while librdkafka keeps heartbeating
         stalled_at = time.monotonic()
         expected = {f"b{i}" for i in range(300)}
-        clients.produce(conn, topic, sorted(expected))
+        clients.produce_spread(conn, topic, sorted(expected), partitions=3)  # the stalled partition gets its share
 
         def survivors_took_over() -> set[str]:
             return {v for m in others for _, _, v in m.consumed} & expected

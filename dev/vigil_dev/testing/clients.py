@@ -96,6 +96,12 @@ def produce(
     return count
 
 
+def produce_spread(conn: KafkaConnection, topic: str, values: list[str], partitions: int) -> int:
+    """Produce `values` round-robin over every partition, explicitly: a test that needs data on a given
+    partition (the stalled member's) must not depend on where the sticky partitioner happens to put a batch."""
+    return sum(produce(conn, topic, values[p::partitions], partition=p) for p in range(partitions))
+
+
 def describe_group(conn: KafkaConnection, group: str) -> ConsumerGroupDescription:
     client = admin(conn)
     desc: ConsumerGroupDescription = client.describe_consumer_groups([group], request_timeout=10)[group].result(15)
