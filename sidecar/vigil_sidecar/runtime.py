@@ -68,7 +68,8 @@ class Sidecar:
         self._sink: EventSink | None = None
         self._sampler: ProgressSampler | None = None
         self._adapter = AdapterState()
-        self._progress_problem: str | None = None
+        self._said: dict[str, str] = {}
+        """The last problem logged per source (budget, progress): each is logged once until it changes."""
         self._lease: LeaseApi | None = None
         self._budget_problem: BudgetUnavailable | None = None
         self._published: ledger.Entry | None = None
@@ -175,7 +176,7 @@ class Sidecar:
                 if isinstance(written, ledger.Ledger):
                     self._published = written.members.get(self.settings.pod_name)
                 else:
-                    self._progress_said(f"eviction budget: {written.cause}: {written.message}")
+                    self._say_once("budget", f"eviction budget: {written.cause}: {written.message}")
             await asyncio.sleep(self.settings.check_interval)
 
     async def _permit_then_leave(self, evict: Evict) -> None:
@@ -251,7 +252,7 @@ class Sidecar:
             pod = identity.PodIdentity(self.settings.pod_name, self.settings.instance_id)
             match = identity.find_member(observed, pod)
             if isinstance(match, identity.NoMatch):
-                self._progress_said(f"progress: no member of the group is this pod's: {match.reason}")
+                self._say_once("progress", f"progress: no member of the group is this pod's: {match.reason}")
                 return []
             member = view.member(match.member.member_id)
             if member is None:
@@ -264,12 +265,12 @@ class Sidecar:
             progress = self._sampler.check(view, member, now, stall_timeout=self.settings.stall_timeout_seconds)
             self._count_progress_requests(self._sampler)
             self._adapter, out = adapt(self._adapter, progress, member, now)
-            self._progress_problem = None
+            self._said.pop("progress", None)
             return out
         except GroupClientError as exc:
-            self._progress_said(f"progress: {exc}")
+            self._say_once("progress", f"progress: {exc}")
         except (ConnectionError, OSError) as exc:
-            self._progress_said(f"progress: Kafka unreachable: {exc}")
+            self._say_once("progress", f"progress: Kafka unreachable: {exc}")
         return []
 
     def _count_progress_requests(self, sampler: ProgressSampler) -> None:
@@ -281,11 +282,11 @@ class Sidecar:
         requests.labels(Api.LIST_OFFSETS.value, "NONE").inc(sent.list_offsets)
         requests.labels("Fetch", "NONE").inc(sent.probes)
 
-    def _progress_said(self, problem: str) -> None:
-        """Log a progress-check problem once until it changes (never once per check)."""
-        if problem != self._progress_problem:
+    def _say_once(self, source: str, problem: str) -> None:
+        """Log a recurring problem once until it changes (never once per check), per source."""
+        if self._said.get(source) != problem:
             log.warning("%s", problem)
-            self._progress_problem = problem
+            self._said[source] = problem
 
     # -- Kafka, on the worker thread ---------------------------------------------------------------------------
     def _in_worker(self, api: Api, request: Callable[[], Observation]) -> None:
