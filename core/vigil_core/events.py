@@ -22,7 +22,7 @@ from uuid import UUID, uuid4
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """The version this code writes. Bump it with every additive change, and add that version's fixtures."""
 
 EVENTS_TOPIC_DEFAULT: Final = "vigil.events"
@@ -85,6 +85,12 @@ class StallPayload(_Model):
     stall_timeout_ms: Annotated[int, Field(gt=0)]
     generation: int | None = None
     assigned_partitions: Annotated[int, Field(ge=0)] | None = None
+
+
+class StallEndedPayload(_Model):
+    member: MemberRef
+    stalled_for_ms: Annotated[int, Field(ge=0)]
+    """How long the app went without polling, up to the poll that ended the stall."""
 
 
 class EvictionPayload(_Model):
@@ -193,6 +199,13 @@ class StallDetected(_Envelope):
     payload: StallPayload
 
 
+class StallEnded(_Envelope):
+    """The app polled again after a reported stall (v2): the report can stop showing it at once."""
+
+    type: Literal["stall-ended"] = "stall-ended"
+    payload: StallEndedPayload
+
+
 class EvictionRequested(_Envelope):
     type: Literal["eviction-requested"] = "eviction-requested"
     payload: EvictionPayload
@@ -240,6 +253,7 @@ class GroupSnapshot(_Envelope):
 
 Event = Annotated[
     StallDetected
+    | StallEnded
     | EvictionRequested
     | EvictionDone
     | EvictionRefused
@@ -254,6 +268,7 @@ Event = Annotated[
 
 EVENT_MODELS: Final[tuple[type[_Envelope], ...]] = (
     StallDetected,
+    StallEnded,
     EvictionRequested,
     EvictionDone,
     EvictionRefused,

@@ -74,11 +74,18 @@ class Sidecar:
         self._budget_problem: BudgetUnavailable | None = None
         self._published: ledger.Entry | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._stall_reported: tuple[str, str | None] | None = None
+        """The (member id, instance id) of the last stall-detected event until the app polls again."""
 
     # -- inputs ------------------------------------------------------------------------------------------------
     def beacon(self, beacon: Beacon, transport: str) -> None:
         self.metrics.beacons.labels(transport).inc()
-        self.last_beacon_at = time.monotonic()
+        now = time.monotonic()
+        if self._stall_reported is not None:  # the app polls again: tell the operator the stall is over
+            stalled = now - self.last_beacon_at if self.last_beacon_at is not None else 0.0
+            self._emit(events.StallEnded, {"stalled_for_ms": round(stalled * 1000)}, member=self._stall_reported)
+            self._stall_reported = None
+        self.last_beacon_at = now
         if self.app_probe_failing:  # the app polls again: the restart it needed has happened
             self.app_probe_failing = False
             self.metrics.app_probe_failing.set(0)
@@ -355,6 +362,7 @@ class Sidecar:
     def _stall_event(self, member_id: str, instance_id: str | None, action: str) -> None:
         stalled = time.monotonic() - self.last_beacon_at if self.last_beacon_at is not None else 0.0
         beacon = self.state.beacon
+        self._stall_reported = (member_id, instance_id)
         self._emit(
             events.StallDetected,
             member=(member_id, instance_id),

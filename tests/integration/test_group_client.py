@@ -416,3 +416,16 @@ def _drain(consumer, received: list) -> int:
     if msg is not None and msg.error() is None:
         received.append((msg.key(), events.parse_event(msg.value())))
     return len(received)
+
+
+def test_cluster_id_is_the_one_the_storage_was_formatted_with(kafka: KafkaCluster, client: GroupClient) -> None:
+    assert client.cluster_id() == kafka.cluster_id
+
+
+def test_end_offsets_of_many_partitions_in_one_call(kafka: KafkaCluster, client: GroupClient) -> None:
+    topic = clients.unique("many")
+    clients.create_topic(kafka.connection(), topic, partitions=3)
+    for partition, count in enumerate((1, 4, 2)):
+        clients.produce(kafka.connection(), topic, [f"v{i}" for i in range(count)], partition=partition)
+    parts = [TopicPartitionRef(topic, p) for p in range(3)]
+    assert client.end_offsets(parts) == dict(zip(parts, (1, 4, 2), strict=True))

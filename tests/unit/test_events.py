@@ -66,7 +66,7 @@ def test_fields_with_defaults_may_be_missing() -> None:
         del data["payload"][name]
     del data["payload"]["member"]["instance_id"]
     event = ev.parse_event(json.dumps(data).encode())
-    assert (event.schema_version, event.pod) == (1, None)
+    assert (event.schema_version, event.pod) == (ev.SCHEMA_VERSION, None)
 
 
 @pytest.mark.parametrize(
@@ -165,6 +165,7 @@ payloads: dict[type[Any], st.SearchStrategy[Any]] = {
         generation=maybe_int,
         assigned_partitions=st.none() | count,
     ),
+    ev.StallEnded: st.builds(ev.StallEndedPayload, member=members, stalled_for_ms=count),
     ev.EvictionRequested: st.builds(ev.EvictionPayload, member=members, action=word, reason=text),
     ev.EvictionDone: st.builds(
         ev.EvictionDonePayload, member=members, action=word, kafka_error=word, already_gone=st.booleans()

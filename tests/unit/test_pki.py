@@ -7,7 +7,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from vigil_dev import pki
+from vigil_operator import pki
 from vigil_dev.kafka import tls
 from vigil_dev.kube import certs
 

@@ -90,17 +90,18 @@ class GroupClient:
         return outcome
 
     # -- describe -----------------------------------------------------------------------------------------
-    def describe(self, group_id: str) -> GroupView:
-        """The group as its coordinator sees it now; subscriptions decoded for classic consumer groups."""
+    def describe(self, group_id: str, *, subscriptions: bool = True) -> GroupView:
+        """The group as its coordinator sees it now; subscriptions decoded for classic consumer groups (one more
+        request: `subscriptions=False` skips it where only membership and assignment matter)."""
         desc = self._admin_call(
             Api.DESCRIBE_GROUP,
             f"describe group {group_id!r}",
             lambda: self._admin.describe_consumer_groups([group_id], request_timeout=_REQUEST_TIMEOUT)[group_id],
         )
         group_type = _enum(GroupType, desc.type, GroupType.UNKNOWN)
-        subscriptions: dict[str, tuple[str, ...]] = {}
-        if group_type is GroupType.CLASSIC and desc.members:
-            subscriptions = self._wire.subscriptions(desc.coordinator.id, group_id)
+        subscribed: dict[str, tuple[str, ...]] = {}
+        if subscriptions and group_type is GroupType.CLASSIC and desc.members:
+            subscribed = self._wire.subscriptions(desc.coordinator.id, group_id)
         self._coordinators[group_id] = desc.coordinator.id
         members = tuple(
             MemberView(
@@ -111,7 +112,7 @@ class GroupClient:
                 assignment=tuple(
                     sorted(TopicPartitionRef(t.topic, t.partition) for t in m.assignment.topic_partitions)
                 ),
-                subscription=subscriptions.get(m.member_id),
+                subscription=subscribed.get(m.member_id),
             )
             for m in desc.members
         )
@@ -149,17 +150,18 @@ class GroupClient:
         if not wanted:
             return {}
         isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-        result: dict[TopicPartitionRef, int] = {}
-        for tp in wanted:
 
-            def request(tp: TopicPartition = tp) -> Any:
-                return self._admin.list_offsets(
-                    {tp: latest}, isolation_level=isolation, request_timeout=_REQUEST_TIMEOUT
-                )[tp]
+        def request() -> Any:  # one ListOffsets per leader for all partitions, not one per partition
+            return _AllOf(self._admin.list_offsets(wanted, isolation_level=isolation, request_timeout=_REQUEST_TIMEOUT))
 
-            info = self._admin_call(Api.LIST_OFFSETS, f"end offset of {tp.topic}-{tp.partition}", request)
-            result[TopicPartitionRef(tp.topic, tp.partition)] = info.offset
-        return result
+        infos = self._admin_call(Api.LIST_OFFSETS, f"end offsets of {len(wanted)} partitions", request)
+        return {TopicPartitionRef(tp.topic, tp.partition): info.offset for tp, info in infos.items()}
+
+    def cluster_id(self) -> str:
+        """The Kafka cluster id (identifies the cluster whatever address it is reached by)."""
+        describe = lambda: self._admin.describe_cluster(request_timeout=_REQUEST_TIMEOUT)  # noqa: E731
+        description = self._admin_call(Api.DESCRIBE_CLUSTER, "describe cluster", describe)
+        return str(description.cluster_id)
 
     def broker_limits(self) -> BrokerLimits:
         """The session/heartbeat bounds the broker enforces; Kafka's defaults (and says so) when denied."""
@@ -251,6 +253,16 @@ class GroupClient:
                     raise GroupClientError(outcome, context) from exc
             self._sleep(retry.backoff(attempt))
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+class _AllOf:
+    """Futures per key seen as one future: `result()` waits for each (the first failure raises)."""
+
+    def __init__(self, futures: dict[Any, Any]) -> None:
+        self._futures = futures
+
+    def result(self, timeout: float) -> dict[Any, Any]:
+        return {key: future.result(timeout=timeout) for key, future in self._futures.items()}
 
 
 def _retry(outcome: Outcome) -> bool:

@@ -64,6 +64,8 @@ class Api(StrEnum):
     OFFSET_FETCH = "OffsetFetch"
     LIST_OFFSETS = "ListOffsets"
     DESCRIBE_CONFIGS = "DescribeConfigs"
+    DESCRIBE_CLUSTER = "DescribeCluster"
+    """The cluster id (the operator tells clusters apart by it)."""
 
 
 class Reaction(StrEnum):

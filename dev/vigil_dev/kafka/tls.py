@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from vigil_dev import pki
+from vigil_operator import pki
 from vigil_dev.kafka.config import TlsFiles
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vigil_dev import pki
+from vigil_operator import pki
 
 #: Names the apiserver answers to, besides the first service IP: what kubeadm puts in its certificate.
 APISERVER_NAMES = (

@@ -1,7 +1,9 @@
-"""Throwaway certificate authorities for the dev stack (Kafka TLS, the Kubernetes control plane, webhooks).
+"""Certificate authorities made with `cryptography`: the operator's own webhook certificates (kopf's self-signed
+mode needs oscrypto, broken on OpenSSL 3) and the dev stack's (Kafka TLS, the Kubernetes control plane).
 
 One module so every part signs the same way: EC P-256 keys, SHA-256, valid from 5 minutes ago for 30 days
-(a stack lives hours; a fresh `vigil dev up` makes new material).
+(a dev stack lives hours; the operator makes new material at each start — a long-lived production webhook
+gets its certificate from the chart or cert-manager instead).
 """
 
 import datetime

@@ -1,0 +1,88 @@
+"""The operator's Kafka side: one GroupClient per distinct connection, each on its own worker thread.
+
+A resync asks each group's coordinator three things — describe (no subscription decoding), committed offsets,
+read_committed end offsets of the assigned partitions — and reuses the cluster id and the broker's timing
+limits (asked once per connection, limits refreshed every LIMITS_TTL). Every failure becomes `Unreachable`
+with one line naming the bootstrap servers; nothing raises into kopf.
+"""
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaException
+
+from vigil_core import rules
+from vigil_core.kafka.group_client import GroupClient, GroupClientError
+from vigil_core.kafka.security import KafkaConnection
+from vigil_operator.domain.reconcile import GroupFacts, Unreachable
+
+log = logging.getLogger(__name__)
+LIMITS_TTL = 600.0
+
+
+@dataclass
+class _Cluster:
+    client: GroupClient
+    worker: ThreadPoolExecutor
+    cluster_id: str | None = None
+    limits: rules.BrokerLimits | None = None
+    limits_at: float = 0.0
+    requests: int = 0
+    """Broker requests sent by this operator to the cluster (counted per vigil call; for the benchmark)."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class Brokers:
+    def __init__(self) -> None:
+        self._clusters: dict[KafkaConnection, _Cluster] = {}
+
+    def _cluster(self, connection: KafkaConnection) -> _Cluster:
+        found = self._clusters.get(connection)
+        if found is None:
+            found = _Cluster(
+                client=GroupClient(connection, client_id="vigil-operator", max_attempts=3),
+                worker=ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-kafka"),
+            )
+            self._clusters[connection] = found
+        return found
+
+    async def observe(self, connection: KafkaConnection, group_id: str) -> GroupFacts | Unreachable:
+        cluster = self._cluster(connection)
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(cluster.worker, self._observe, cluster, group_id)
+        except (GroupClientError, KafkaException, StopIteration, RuntimeError, OSError) as exc:
+            cluster.client.forget_coordinator(group_id)
+            return Unreachable("BrokerUnreachable", f"Kafka at {connection.bootstrap_servers}: {_one_line(exc)}")
+
+    def requests(self) -> int:
+        return sum(c.requests for c in self._clusters.values())
+
+    def _observe(self, cluster: _Cluster, group_id: str) -> GroupFacts:
+        client = cluster.client
+        if cluster.cluster_id is None:
+            cluster.cluster_id = client.cluster_id()
+            cluster.requests += 1
+        if cluster.limits is None or time.monotonic() - cluster.limits_at > LIMITS_TTL:
+            cluster.limits, cluster.limits_at = client.broker_limits(), time.monotonic()
+            cluster.requests += 2
+        view = client.describe(group_id, subscriptions=False)
+        committed = client.committed_offsets(group_id)
+        assigned = sorted({tp for m in view.members for tp in m.assignment})
+        end = client.end_offsets(assigned) if assigned else {}
+        cluster.requests += 3 if assigned else 2
+        return GroupFacts(cluster.cluster_id, view, committed, end, cluster.limits)
+
+    def close(self) -> None:
+        for cluster in self._clusters.values():
+            cluster.worker.submit(cluster.client.close)
+            cluster.worker.shutdown(wait=True, cancel_futures=True)
+        self._clusters.clear()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:500]

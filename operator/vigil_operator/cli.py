@@ -1,0 +1,67 @@
+"""`vigil operator`: run the ConsumerGroup operator and its admission webhook (kopf, in one process).
+
+Flags are validated before anything connects (a bad one is one line and exit 2), then handed to the handlers
+module through `VIGIL_OPERATOR_*` environment variables (kopf registers handlers at import time).
+"""
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from vigil_operator.settings import ENV_PREFIX, OperatorSettings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vigil operator", description=__doc__.splitlines()[0] if __doc__ else None)
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
+    scope.add_argument("-n", "--watch-namespace", action="append", default=[], metavar="NS", help="watch only NS")
+    p.add_argument("--standalone", action="store_true", help="no peering: act even if other replicas run")
+    p.add_argument("--peering", default="vigil", help="the ClusterKopfPeering name replicas coordinate through")
+    p.add_argument("--priority", type=int, default=0, help="the replica with the highest priority acts")
+    p.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="kopf's liveness endpoint URL")
+    p.add_argument("--kubeconfig", help="out of a cluster: the kubeconfig (default: KUBECONFIG or ~/.kube/config)")
+    p.add_argument("-v", "--verbose", action="store_true")
+    for name, field in OperatorSettings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        if field.annotation is bool:
+            p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=field.description)
+        else:
+            p.add_argument(flag, dest=name, metavar="VALUE", help=field.description)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    values = {n: getattr(args, n) for n in OperatorSettings.model_fields if getattr(args, n) is not None}
+    try:
+        settings = OperatorSettings.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "flags"
+        print(f"vigil operator: {flag}: {first['msg']}, got {first.get('input')!r}", file=sys.stderr)
+        return 2
+    for name, value in settings.model_dump(exclude_none=True).items():
+        os.environ[f"{ENV_PREFIX}{name.upper()}"] = str(value)
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    import kopf  # noqa: PLC0415 - after the environment is set: the handlers read it at import
+
+    importlib.import_module("vigil_operator.handlers")
+    kopf.run(
+        standalone=args.standalone,
+        priority=args.priority,
+        peering_name=args.peering,
+        liveness_endpoint=args.liveness or None,
+        clusterwide=not args.watch_namespace,
+        namespaces=args.watch_namespace,
+    )
+    return 0

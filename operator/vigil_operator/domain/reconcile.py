@@ -1,0 +1,248 @@
+"""One resync of a ConsumerGroup: (previous status, what was observed, now) → (new status, notices). Pure.
+
+The handler gathers the observation (one describe, one OffsetFetch and one ListOffsets per group — never a
+broker call per pod), the stall reports the sidecars published, the pods of the workload and the claims of
+other CRs; this module decides what the status says and which transitions deserve a Kubernetes Event.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from vigil_core import identity, rules
+from vigil_core.kafka.model import GroupState, GroupView, TopicPartitionRef
+from vigil_operator.domain import conditions as cond
+from vigil_operator.domain.spec import ConsumerGroupSpec
+from vigil_operator.domain.stalls import StallReport
+from vigil_operator.domain.status import Condition, ConditionType, ConsumerGroupStatus, MemberStatus, StalledMember
+
+REBALANCING_STATES = frozenset(
+    {GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.RECONCILING, GroupState.ASSIGNING}
+)
+
+
+@dataclass(frozen=True)
+class GroupFacts:
+    """What the broker said in this resync."""
+
+    cluster_id: str
+    view: GroupView
+    committed: Mapping[TopicPartitionRef, int]
+    end_offsets: Mapping[TopicPartitionRef, int]
+    limits: rules.BrokerLimits
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    """The broker could not be asked; `message` is one line naming the source (bootstrap, Secret, …)."""
+
+    reason: str
+    """CamelCase: BrokerUnreachable, SecretMissing, InvalidSpec, …"""
+    message: str
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    name: str
+    instance_id: str | None = None
+    """The group.instance.id the pod's app uses, when known (static groups)."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    generation: int
+    """metadata.generation of the CR."""
+    spec: ConsumerGroupSpec
+    broker: GroupFacts | Unreachable
+    pods: Sequence[PodFacts] = ()
+    stalls: Sequence[StallReport] = ()
+    """Reports the sidecars published, still current; re-checked here against the described members."""
+    owner: str | None = None
+    """namespace/name of the CR that owns this (cluster, group) when it is another one: this CR is refused."""
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A Kubernetes Event to post on the CR."""
+
+    type: str  # "Normal" | "Warning"
+    reason: str
+    message: str
+
+
+def reconcile(
+    previous: ConsumerGroupStatus, obs: Observation, now: datetime
+) -> tuple[ConsumerGroupStatus, list[Notice]]:
+    status = _observe(previous, obs, now)
+    status = status.model_copy(update={"conditions": _conditions(previous, status, obs, now)})
+    return status, _notices(previous, status)
+
+
+def _observe(previous: ConsumerGroupStatus, obs: Observation, now: datetime) -> ConsumerGroupStatus:
+    synced = cond.rfc3339(now)
+    facts = obs.broker
+    if isinstance(facts, Unreachable):  # keep what was last seen, but say it is not current
+        update = {"observed_generation": obs.generation, "last_sync_time": synced, "state": GroupState.UNKNOWN.value}
+        return previous.model_copy(update=update)
+    view = facts.view
+    owners = _pods_of(view, obs.pods)
+    present = {m.member_id for m in view.members}
+    stalled = [s for s in obs.stalls if s.member_id in present]
+    stalled_ids = {s.member_id for s in stalled}
+    members = tuple(
+        MemberStatus(
+            member_id=m.member_id,
+            instance_id=m.instance_id,
+            client_id=m.client_id,
+            host=m.host,
+            pod=owners.get(m.member_id),
+            partitions=len(m.assignment),
+            lag=_lag(m.assignment, facts),
+            stalled=m.member_id in stalled_ids,
+        )
+        for m in sorted(view.members, key=lambda m: (owners.get(m.member_id) or "~", m.member_id))
+    )
+    known = [m.lag for m in members if m.lag is not None]
+    changed = _membership(previous.members) != _membership(members) or (
+        view.state in REBALANCING_STATES and previous.state != view.state.value
+    )
+    return ConsumerGroupStatus(
+        observed_generation=obs.generation,
+        last_sync_time=synced,
+        cluster_id=facts.cluster_id,
+        state=view.state.value,
+        protocol=view.type.value,
+        generation=previous.generation,
+        coordinator=view.coordinator_id,
+        member_count=len(view.members),
+        stalled_count=len(stalled),
+        lag=sum(known) if known else None,
+        members=members,
+        stalled_members=tuple(
+            StalledMember(
+                member_id=s.member_id,
+                pod=owners.get(s.member_id) or s.pod,
+                since=cond.rfc3339(s.since),
+                action=obs.spec.liveness.effective_action.value,
+            )
+            for s in stalled
+        ),
+        last_rebalance=cond.rfc3339(now) if changed and previous.last_sync_time else previous.last_rebalance,
+        conditions=previous.conditions,
+    )
+
+
+def _pods_of(view: GroupView, pods: Sequence[PodFacts]) -> dict[str, str]:
+    """member id → pod, by Core's identity rules (instance id, then client.id == pod name; never the host)."""
+    observed = [identity.ObservedMember(m.member_id, m.instance_id, m.client_id, m.host) for m in view.members]
+    found: dict[str, str] = {}
+    for pod in pods:
+        match = identity.find_member(observed, identity.PodIdentity(pod.name, pod.instance_id))
+        if isinstance(match, identity.Match):
+            found[match.member.member_id] = pod.name
+    return found
+
+
+def _lag(assignment: Sequence[TopicPartitionRef], facts: GroupFacts) -> int | None:
+    """Sum of (end − committed) over the partitions that have both; None when none has."""
+    lags = [
+        max(0, facts.end_offsets[tp] - facts.committed[tp])
+        for tp in assignment
+        if tp in facts.end_offsets and tp in facts.committed
+    ]
+    return sum(lags) if lags else None
+
+
+def _membership(members: Sequence[MemberStatus]) -> frozenset[tuple[str, int]]:
+    return frozenset((m.member_id, m.partitions) for m in members)
+
+
+def _conditions(
+    previous: ConsumerGroupStatus, status: ConsumerGroupStatus, obs: Observation, now: datetime
+) -> tuple[Condition, ...]:
+    def put(
+        conditions: tuple[Condition, ...], kind: ConditionType, truth: cond.Truth, reason: str, message: str
+    ) -> tuple[Condition, ...]:
+        return cond.with_condition(conditions, kind, truth, reason, message, generation=obs.generation, now=now)
+
+    cs = previous.conditions
+    facts = obs.broker
+    config = _config(obs)
+    cs = put(cs, ConditionType.CONFIG_VALID, *config)
+    if obs.owner is not None:
+        message = f"Kafka group {obs.spec.group_id!r} is already observed by ConsumerGroup {obs.owner}"
+        cs = put(cs, ConditionType.READY, "False", "DuplicateGroup", message + "; this one is ignored.")
+        cs = put(cs, ConditionType.STALLED, "Unknown", "DuplicateGroup", message + ".")
+        cs = put(cs, ConditionType.REBALANCING, "Unknown", "DuplicateGroup", message + ".")
+    elif isinstance(facts, Unreachable):
+        cs = put(cs, ConditionType.READY, "False", facts.reason, facts.message)
+        cs = put(cs, ConditionType.STALLED, "Unknown", facts.reason, "The group cannot be described.")
+        cs = put(cs, ConditionType.REBALANCING, "Unknown", facts.reason, "The group cannot be described.")
+    else:
+        state = GroupState(status.state or GroupState.UNKNOWN.value)
+        pods = ", ".join(s.pod or s.member_id for s in status.stalled_members)
+        if status.stalled_members:
+            cs = put(cs, ConditionType.STALLED, "True", "MembersStalled", f"Stalled: {pods}.")
+        else:
+            cs = put(cs, ConditionType.STALLED, "False", "NoStall", "No member is stalled.")
+        if state in REBALANCING_STATES:
+            cs = put(cs, ConditionType.REBALANCING, "True", state.value, f"The group is {state.value}.")
+        else:
+            cs = put(cs, ConditionType.REBALANCING, "False", state.value, f"The group is {state.value}.")
+        ready = _readiness(state, status, config)
+        cs = put(cs, ConditionType.READY, *ready)
+    if cond.find(cs, ConditionType.RESTART_IN_PROGRESS) is None:
+        cs = put(cs, ConditionType.RESTART_IN_PROGRESS, "False", "NoRestart", "No coordinated restart is running.")
+    return cs
+
+
+def _readiness(
+    state: GroupState, status: ConsumerGroupStatus, config: tuple[cond.Truth, str, str]
+) -> tuple[cond.Truth, str, str]:
+    if config[0] == "False":
+        return "False", "ConfigInvalid", config[2]
+    if status.stalled_members:
+        return "False", "MembersStalled", f"{status.stalled_count} of {status.member_count} members are stalled."
+    if state is GroupState.STABLE:
+        return "True", "Stable", f"Stable with {status.member_count} members."
+    if state is GroupState.EMPTY:
+        return "False", "GroupEmpty", "The group has no members: no consumer of it is running."
+    if state is GroupState.DEAD:
+        return "False", "GroupNotFound", "The broker does not know the group (no consumer has joined it yet)."
+    return "False", "Rebalancing" if state in REBALANCING_STATES else state.value, f"The group is {state.value}."
+
+
+def _config(obs: Observation) -> tuple[cond.Truth, str, str]:
+    """ConfigValid: the timing rules against the broker's limits; advice is a reason, never a rejection."""
+    spec = obs.spec
+    limits = obs.broker.limits if isinstance(obs.broker, GroupFacts) else rules.BrokerLimits()
+    findings = rules.check_timings(spec.timings(), limits)
+    problems = [f for f in findings if f.severity is not rules.Severity.INFO]
+    if not problems:
+        checked = "Kafka's default limits" if limits.from_defaults else "the broker's limits"
+        return "True", "Valid", f"Client timings are consistent and within {checked}."
+    text = " ".join(f"{f.setting}: {f.message}" for f in problems)
+    if any(f.severity is rules.Severity.ERROR for f in problems):
+        return "False", "TimingsRejected", text
+    return "True", "ValidWithAdvice", text
+
+
+def _notices(previous: ConsumerGroupStatus, status: ConsumerGroupStatus) -> list[Notice]:
+    """One Event per condition that changed status, plus newly stalled members by name."""
+    out: list[Notice] = []
+    before = {c.type: c for c in previous.conditions}
+    for c in status.conditions:
+        old = before.get(c.type)
+        if old is not None and (old.status, old.reason) == (c.status, c.reason):
+            continue
+        bad = (c.type is ConditionType.STALLED and c.status == "True") or (
+            c.type in (ConditionType.READY, ConditionType.CONFIG_VALID) and c.status == "False"
+        )
+        if old is None and not bad and c.type is not ConditionType.READY:
+            continue  # the first sync says what is wrong, and whether the group is ready; not every default
+        out.append(Notice("Warning" if bad else "Normal", f"{c.type.value}{c.status}", c.message or c.reason))
+    seen = {m.member_id for m in previous.stalled_members}
+    for m in status.stalled_members:
+        if m.member_id not in seen:
+            out.append(Notice("Warning", "MemberStalled", f"Member {m.member_id} (pod {m.pod}) stalled; {m.action}."))
+    return out

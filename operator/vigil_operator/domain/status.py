@@ -1,0 +1,89 @@
+"""The `ConsumerGroup` status the operator owns (field manager `vigil-operator`), as pydantic models.
+
+`status.report` is owned by the report job (field manager `vigil-report`): the operator never writes it, so
+server-side apply keeps both. Conditions are a map list keyed on `type`, each with `observedGeneration`.
+"""
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+#: RFC 3339, as the schema's `format: date-time` admits it (the apiserver rejects a status patch otherwise).
+RFC3339_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+Timestamp = Annotated[str, Field(pattern=RFC3339_PATTERN)]
+
+
+class _Status(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class ConditionType(StrEnum):
+    READY = "Ready"
+    """The group is observed (broker reachable, config accepted) and Stable with no stalled member."""
+    CONFIG_VALID = "ConfigValid"
+    """The spec's client timings pass the broker's limits and vigil's rules; reasons carry the advice."""
+    STALLED = "Stalled"
+    """At least one member is stalled (a sidecar said so and the member is still in the group)."""
+    REBALANCING = "Rebalancing"
+    RESTART_IN_PROGRESS = "RestartInProgress"
+
+
+#: The order conditions are written in (stable output; `kubectl describe` reads well).
+CONDITION_ORDER = tuple(ConditionType)
+
+
+class Condition(_Status):
+    type: ConditionType
+    status: Literal["True", "False", "Unknown"]
+    reason: Annotated[str, Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)]
+    """CamelCase, as Kubernetes conditions spell reasons."""
+    message: Annotated[str, Field(max_length=32768)] = ""
+    last_transition_time: Timestamp
+    """RFC 3339 UTC, seconds precision; changes only when `status` changes."""
+    observed_generation: Annotated[int, Field(ge=0)] = 0
+
+
+class MemberStatus(_Status):
+    member_id: str
+    instance_id: str | None = None
+    client_id: str = ""
+    host: str = ""
+    pod: str | None = None
+    """The pod this member provably belongs to (`vigil_core.identity`), or none."""
+    partitions: Annotated[int, Field(ge=0)] = 0
+    lag: Annotated[int, Field(ge=0)] | None = None
+    """Sum over its partitions of (read_committed end offset − committed offset); None when unknown."""
+    stalled: bool = False
+
+
+class StalledMember(_Status):
+    member_id: str
+    pod: str | None = None
+    since: Timestamp
+    """When the sidecar first reported the stall (RFC 3339)."""
+    action: str = ""
+    """What the sidecar does about it: leave-group, restart or alert."""
+
+
+class ConsumerGroupStatus(_Status):
+    observed_generation: Annotated[int, Field(ge=0)] = 0
+    cluster_id: str | None = None
+    state: str | None = None
+    """As the broker names it (Stable, PreparingRebalance, …), or Unknown when it cannot be described."""
+    protocol: str | None = None
+    """classic or consumer (KIP-848)."""
+    generation: int | None = None
+    coordinator: int | None = None
+    member_count: Annotated[int, Field(ge=0)] = 0
+    stalled_count: Annotated[int, Field(ge=0)] = 0
+    lag: Annotated[int, Field(ge=0)] | None = None
+    members: tuple[MemberStatus, ...] = ()
+    stalled_members: tuple[StalledMember, ...] = ()
+    last_rebalance: Timestamp | None = None
+    """When the operator last saw the group change generation, membership or assignment (RFC 3339)."""
+    last_sync_time: Timestamp | None = None
+    conditions: tuple[Condition, ...] = ()
+    report: dict[str, Any] | None = None
+    """Owned by the report job (field manager `vigil-report`): kept here so a status read back parses."""

@@ -1,0 +1,172 @@
+"""The kopf layer: thin handlers over `runtime` (resync) and `domain.injection` (the webhook).
+
+Registered when `vigil operator` imports this module. kopf indexes keep what the handlers need in memory —
+every ConsumerGroup (claims, the webhook's lookup), the pods naming a group, the nodes' kubelet versions — so
+a resync makes no list call and the webhook none at all.
+"""
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+
+from vigil_operator import webhook_server
+from vigil_operator.domain import claims, injection, pods
+from vigil_operator.domain.reconcile import Notice, PodFacts
+from vigil_operator.domain.spec import API_GROUP, PLURAL, VERSION, ConsumerGroupSpec, SpecError, parse_spec
+from vigil_operator.k8s.api import KubeApi
+from vigil_operator.runtime import Runtime
+from vigil_operator.settings import ENV_PREFIX, OperatorSettings
+
+log = logging.getLogger(__name__)
+SETTINGS = OperatorSettings.model_validate(
+    {k.removeprefix(ENV_PREFIX).lower(): v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
+)
+"""Read once at import: `vigil operator` puts its validated flags into the environment before importing."""
+CR = (API_GROUP, VERSION, PLURAL)
+
+
+@dataclass(frozen=True)
+class Record:
+    """What the index keeps of a ConsumerGroup."""
+
+    claim: claims.Claim
+    spec: Mapping[str, Any]
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="vigil.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="vigil.dev", key="last-handled-configuration"
+    )
+    settings.persistence.finalizer = "vigil.dev/finalizer"
+    # frozen watch streams (kopf #787, #1276): the server ends each watch, the client gives up a bit later
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
+    settings.posting.level = logging.ERROR  # our own Events say what matters; kopf's log lines stay in the log
+    settings.execution.max_workers = 8
+    if SETTINGS.webhook:
+        settings.admission.server = webhook_server.server(SETTINGS)
+        if SETTINGS.webhook_managed:
+            settings.admission.managed = "vigil.dev"
+    memo["runtime"] = Runtime(SETTINGS, KubeApi.connect())
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    runtime = memo.get("runtime")
+    if isinstance(runtime, Runtime):
+        runtime.close()
+        runtime.kube.close()
+
+
+# -- indexes ---------------------------------------------------------------------------------------------------
+
+
+@kopf.index(*CR)
+def consumergroups(
+    *, namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, **_: Any
+) -> dict[tuple[str, str], Record]:
+    namespace = namespace or ""
+    claim = claims.Claim(
+        str(meta.get("creationTimestamp") or ""),
+        namespace,
+        name,
+        str(status.get("clusterId") or ""),
+        str(spec.get("groupId") or ""),
+    )
+    return {(namespace, name): Record(claim, dict(spec))}
+
+
+@kopf.index("pods", annotations={injection.GROUP_ANNOTATION: kopf.PRESENT})
+def group_pods(
+    *, namespace: str | None, annotations: Mapping[str, str], body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], PodFacts]:
+    return {(namespace or "", annotations[injection.GROUP_ANNOTATION]): pods.pod_facts(body)}
+
+
+@kopf.index("nodes")
+def kubelets(*, status: kopf.Status, **_: Any) -> dict[str, str]:
+    return {"kubelet": str((status.get("nodeInfo") or {}).get("kubeletVersion") or "")}
+
+
+# -- the resync ------------------------------------------------------------------------------------------------
+
+
+@kopf.on.resume(*CR)
+@kopf.on.create(*CR)
+@kopf.on.update(*CR, field="spec")
+@kopf.timer(*CR, interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds)
+async def resync(*, body: kopf.Body, memo: Any, namespace: str | None, name: str, **kwargs: Any) -> None:
+    group_pods: kopf.Index[tuple[str, str], PodFacts] = kwargs["group_pods"]
+    consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
+    runtime: Runtime = memo["runtime"]
+    namespace = namespace or ""
+    mine: list[PodFacts] = list(group_pods.get((namespace, name), []))
+    others = [r.claim for key, store in consumergroups.items() if key != (namespace, name) for r in store]
+
+    def post(notice: Notice) -> None:
+        kopf.event(body, type=notice.type, reason=notice.reason, message=notice.message)
+
+    await runtime.sync(body, list(mine), others, post)
+
+
+# -- admission -------------------------------------------------------------------------------------------------
+
+
+@kopf.on.mutate(
+    "pods",
+    operation="CREATE",
+    id="inject-sidecar",
+    labels={injection.INJECT_LABEL: "true"},
+    ignore_failures=True,  # an operator outage must not stop workloads from starting (they run without vigil)
+)
+def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], **kwargs: Any) -> None:
+    consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
+    kubelets: kopf.Index[str, str] = kwargs["kubelets"]
+    namespace = str(body.get("metadata", {}).get("namespace") or "")
+    wanted = str((body.get("metadata", {}).get("annotations") or {}).get(injection.GROUP_ANNOTATION) or "")
+    group = _spec_of(consumergroups.get((namespace, wanted), []))
+    decision = injection.inject(
+        body,
+        namespace,
+        group,
+        wanted or None,
+        SETTINGS.injection(),
+        native_supported=injection.native_sidecars_supported(list(kubelets.get("kubelet", []))),
+    )
+    warnings.extend(decision.warnings)
+    if not decision.allowed:
+        raise kopf.AdmissionError(decision.message, code=400)
+    for key, value in decision.changes.items():
+        patch[key] = value
+
+
+@kopf.on.validate(*CR, operation="CREATE", id="one-cr-per-group")
+def one_cr_per_group(*, namespace: str | None, name: str, spec: kopf.Spec, **kwargs: Any) -> None:
+    """What CEL cannot see: another ConsumerGroup already observing the same group at the same bootstrap."""
+    consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
+    wanted = (spec.get("groupId"), (spec.get("kafka") or {}).get("bootstrapServers"))
+    for key, store in consumergroups.items():
+        for record in store:
+            seen = (record.spec.get("groupId"), (record.spec.get("kafka") or {}).get("bootstrapServers"))
+            if seen == wanted and key != (namespace or "", name):
+                raise kopf.AdmissionError(
+                    f"spec.groupId: Kafka group {wanted[0]!r} at {wanted[1]} is already observed by"
+                    f" ConsumerGroup {key[0]}/{key[1]}",
+                    code=409,
+                )
+
+
+def _spec_of(records: Iterable[Record]) -> ConsumerGroupSpec | None:
+    for record in records:
+        try:
+            return parse_spec(dict(record.spec))
+        except SpecError:
+            return None
+    return None

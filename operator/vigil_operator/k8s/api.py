@@ -1,0 +1,139 @@
+"""Kubernetes calls the operator makes itself: status by server-side apply, the budget Lease and its RBAC,
+Secrets for the Kafka credentials. The `kubernetes` client is blocking: each call runs in a thread.
+
+Status is written with server-side apply under the field manager `vigil-operator`, so the fields the report
+job applies (`status.report`, manager `vigil-report`) are never overwritten, and vice versa.
+"""
+
+import asyncio
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from vigil_operator.domain.spec import API_GROUP, KIND, PLURAL, VERSION
+from vigil_sidecar.budget import ledger
+
+FIELD_MANAGER: Final = "vigil-operator"
+MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "vigil-operator"}
+
+
+class KubeError(Exception):
+    """An API call failed: one line naming the object and the server's reason."""
+
+
+class KubeApi:
+    def __init__(self, api: Any) -> None:
+        self._api = api
+        self._custom = client.CustomObjectsApi(api)
+        self._core = client.CoreV1Api(api)
+        self._coordination = client.CoordinationV1Api(api)
+        self._rbac = client.RbacAuthorizationV1Api(api)
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None) -> "KubeApi":
+        """In-cluster when there is a service account, else the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+        loader: Any = config
+        try:
+            loader.load_incluster_config()
+            return cls(client.ApiClient())
+        except loader.ConfigException:
+            return cls(loader.new_client_from_config(config_file=kubeconfig))
+
+    def close(self) -> None:
+        self._api.close()
+
+    async def apply_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        body = {"apiVersion": f"{API_GROUP}/{VERSION}", "kind": KIND, "metadata": {"name": name}, "status": status}
+        await self._call(
+            f"status of ConsumerGroup {namespace}/{name}",
+            lambda: self._custom.patch_namespaced_custom_object_status(
+                API_GROUP, VERSION, namespace, PLURAL, name, body,
+                field_manager=FIELD_MANAGER, force=True, _content_type="application/apply-patch+yaml",
+            ),
+        )  # fmt: skip
+
+    async def ensure_budget(self, namespace: str, owner: Mapping[str, Any], group_id: str, service_account: str) -> str:
+        """The group's eviction-budget Lease, a Role limited to get/update on it (`resourceNames`: `create`
+        cannot be limited that way, so the Lease is made here), bound to the workload's ServiceAccount. All
+        owned by the ConsumerGroup, so deleting it removes them. Returns the Lease name."""
+        lease = ledger.lease_name(group_id)
+        cr_name = owner["metadata"]["name"]
+        refs = [
+            {
+                "apiVersion": f"{API_GROUP}/{VERSION}",
+                "kind": KIND,
+                "name": cr_name,
+                "uid": owner["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": False,
+            }
+        ]
+        meta = {"namespace": namespace, "labels": MANAGED_BY, "ownerReferences": refs}
+        role = f"vigil-budget-{cr_name}"[:253]
+        objects = [
+            (
+                "Lease",
+                lambda: self._coordination.patch_namespaced_lease(
+                    lease, namespace,
+                    {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {**meta, "name": lease, "annotations": {"vigil.dev/group": group_id}},
+                     "spec": {"holderIdentity": FIELD_MANAGER}},
+                    field_manager=FIELD_MANAGER, force=True, _content_type="application/apply-patch+yaml",
+                ),
+            ),
+            (
+                "Role",
+                lambda: self._rbac.patch_namespaced_role(
+                    role, namespace,
+                    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                     "metadata": {**meta, "name": role},
+                     "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                "resourceNames": [lease], "verbs": ["get", "update"]}]},
+                    field_manager=FIELD_MANAGER, force=True, _content_type="application/apply-patch+yaml",
+                ),
+            ),
+            (
+                "RoleBinding",
+                lambda: self._rbac.patch_namespaced_role_binding(
+                    role, namespace,
+                    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                     "metadata": {**meta, "name": role},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                     "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]},
+                    field_manager=FIELD_MANAGER, force=True, _content_type="application/apply-patch+yaml",
+                ),
+            ),
+        ]  # fmt: skip
+        for kind, call in objects:
+            await self._call(f"{kind} for the eviction budget of ConsumerGroup {namespace}/{cr_name}", call)
+        return lease
+
+    async def secret_value(self, namespace: str, name: str, key: str) -> bytes:
+        """One key of a Secret; KubeError names the Secret and key when either is missing."""
+        secret = await self._call(
+            f"Secret {namespace}/{name}",
+            lambda: self._core.read_namespaced_secret(name, namespace, _preload_content=False),
+        )
+        data = json.loads(secret.data).get("data") or {}
+        if key not in data:
+            raise KubeError(f"Secret {namespace}/{name} has no key {key!r} (keys: {', '.join(sorted(data)) or 'none'})")
+        return base64.b64decode(data[key])
+
+    async def _call(self, what: str, call: Any) -> Any:
+        try:
+            return await asyncio.to_thread(call)
+        except ApiException as exc:
+            raise KubeError(f"{what}: {exc.status} {_reason(exc)}") from None
+        except OSError as exc:
+            raise KubeError(f"{what}: the API server is unreachable ({exc})") from None
+
+
+def _reason(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except ValueError:
+        return str(exc.reason)

@@ -1,0 +1,46 @@
+"""The operator's settings: flags of `vigil operator` (or `VIGIL_OPERATOR_<NAME>` env vars), validated once."""
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from vigil_core.events import EVENTS_TOPIC_DEFAULT
+from vigil_operator.domain.injection import InjectionConfig
+
+ENV_PREFIX = "VIGIL_OPERATOR_"
+
+
+class OperatorSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    resync_seconds: Annotated[float, Field(ge=1, le=3600)] = 30.0
+    """How often each group is described and its status rewritten (also at once on every spec change)."""
+    namespace: str = "vigil-system"
+    """The operator's own namespace: its pods are never injected."""
+    events_topic: str = EVENTS_TOPIC_DEFAULT
+    """Where the sidecars publish stalls (read) and the operator publishes group snapshots ("" = off)."""
+    sidecar_image: str = "vigil-sidecar:0.1.0"
+    reject_unknown_group: bool = False
+    """A labelled pod naming a ConsumerGroup that does not exist: reject it (else admit it unchanged, warn)."""
+    state_dir: Path = Path("/tmp/vigil-operator")  # noqa: S108 - private 0700 dir for credential files
+    """Where the operator keeps the Kafka credentials it reads from Secrets (mode 0600)."""
+    webhook: bool = True
+    webhook_bind: str = "0.0.0.0"  # noqa: S104 - the apiserver calls in from outside the pod
+    webhook_port: Annotated[int, Field(ge=1, le=65535)] = 9443
+    webhook_host: str | None = None
+    """The host name the apiserver uses to reach the webhook (managed mode: written into the configuration)."""
+    webhook_cert: Path | None = None
+    """PEM certificate (e.g. from the chart / cert-manager); generated with a throwaway CA when absent."""
+    webhook_key: Path | None = None
+    webhook_ca: Path | None = None
+    webhook_managed: bool = False
+    """Write the (Mutating|Validating)WebhookConfiguration itself (local runs); the chart owns it in production."""
+
+    def injection(self) -> InjectionConfig:
+        return InjectionConfig(
+            sidecar_image=self.sidecar_image,
+            operator_namespace=self.namespace,
+            events_topic=self.events_topic,
+            reject_unknown_group=self.reject_unknown_group,
+        )
