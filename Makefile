@@ -9,7 +9,8 @@ export PIP_CACHE_DIR ?= $(VIGIL_CACHE)/pip
 PYTEST := $(BIN)/python -m pytest
 ARTIFACTS := test-artifacts
 
-.PHONY: help setup stack-deps lint typecheck test test-unit test-kafka test-kafka3 test-kube test-spark demo bench clean
+.PHONY: help setup stack-deps lint typecheck test test-unit test-kafka test-kafka3 test-kube test-e2e test-spark demo bench clean \
+	generate-crds verify-crds
 
 help:
 	@echo "make demo   - real Kafka up, a real 3-member consumer group described by the broker, down"
@@ -17,6 +18,7 @@ help:
 	@echo "make setup  - only the installs (venv, Kafka jars, Kubernetes from Go modules) — cached in $(VIGIL_CACHE)"
 	@echo "make lint   - ruff, mypy --strict, import-linter"
 	@echo "make bench  - benchmarks (never part of make test)"
+	@echo "make generate-crds - copy the canonical crds/*.yaml into the operator package (vigil crd ships it)"
 
 $(BIN)/vigil: pyproject.toml
 	@scripts/ensure-system-deps
@@ -36,10 +38,23 @@ setup: $(BIN)/vigil stack-deps
 typecheck: $(BIN)/vigil
 	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator spark/vigil_spark dev/vigil_dev
 
-lint: $(BIN)/vigil typecheck
+lint: $(BIN)/vigil typecheck verify-crds
 	@scripts/timed "ruff" $(BIN)/ruff check .
 	@scripts/timed "ruff format --check" $(BIN)/ruff format --check .
 	@scripts/timed "import-linter" $(BIN)/lint-imports
+
+# crds/ is the canonical CRD source; the operator package ships a copy (package data, `vigil crd`).
+PACKAGE_CRDS := operator/vigil_operator/crds
+
+generate-crds:
+	@mkdir -p $(PACKAGE_CRDS)
+	@rm -f $(PACKAGE_CRDS)/*.yaml
+	@cp crds/*.yaml $(PACKAGE_CRDS)/
+	@echo "generate-crds: copied $$(ls crds/*.yaml | wc -l) CRD(s) into $(PACKAGE_CRDS)/"
+
+verify-crds:
+	@diff -rq crds $(PACKAGE_CRDS) >/dev/null || { \
+	  echo "verify-crds: $(PACKAGE_CRDS)/ differs from the canonical crds/ (run: make generate-crds)"; exit 1; }
 
 test-unit: $(BIN)/vigil
 	@scripts/timed "unit suite" $(PYTEST) tests/unit -m "not spark" -q
@@ -53,11 +68,14 @@ test-kafka3: setup
 test-kube: setup
 	@scripts/timed "kubernetes integration suite" $(PYTEST) tests/integration -m "kube" -q
 
+test-e2e: setup
+	@scripts/timed "e2e suite (operator, webhook, fakelet pods, Kafka)" $(PYTEST) tests/e2e -m "e2e" -q
+
 test-spark: setup
 	@scripts/timed "spark suite" $(PYTEST) tests -m "spark" -q
 
-# Order is the test rules' order: unit -> Kafka integration (incl. 3-node) -> Kubernetes -> (e2e as it lands) -> Spark
-test: setup lint test-unit test-kafka test-kafka3 test-kube test-spark
+# Order is the test rules' order: unit -> Kafka integration (incl. 3-node) -> Kubernetes -> e2e -> Spark
+test: setup lint test-unit test-kafka test-kafka3 test-kube test-e2e test-spark
 
 demo: setup
 	@$(BIN)/vigil demo

@@ -5,14 +5,20 @@ one to install instead of failing with an ImportError.
 """
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 #: Subcommands whose issue has not landed yet: name -> (what it will do, the issue that delivers it).
 PENDING: dict[str, tuple[str, str]] = {
-    "operator": ("run the ConsumerGroup operator and injection webhook", "#7 Operator"),
     "report": ("run the rebalance report (PySpark)", "#9 The rebalance report"),
-    "crd": ("print the ConsumerGroup CRD", "#7 Operator"),
+}
+
+#: Subcommands of an extra: name -> (module with `main(argv) -> int`, the extra it needs, help). Imported by name
+#: so vigil_core never imports the operator statically (import-linter contract `sidecar-stays-small`).
+EXTRAS: dict[str, tuple[str, str, str]] = {
+    "crd": ("vigil_operator.crd", "operator", "print the ConsumerGroup CRD (-o yaml|json)"),
+    "operator": ("vigil_operator.cli", "operator", "run the ConsumerGroup operator and its webhooks (kopf)"),
 }
 
 
@@ -25,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("sidecar", help="run the liveness sidecar next to a consumer (flags: vigil sidecar --help)",
                    add_help=False)  # fmt: skip
     sub.add_parser("demo", help="stack up, a real 3-member consumer group described by the broker, stack down")
+    for name, (_, _, text) in EXTRAS.items():
+        sub.add_parser(name, help=text, add_help=False)
     for name, (text, issue) in PENDING.items():
         sub.add_parser(name, help=f"{text} (not yet: {issue})", add_help=False)
     return parser
@@ -37,6 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vigil_sidecar.__main__ import main as sidecar_main  # noqa: PLC0415 - imports the sidecar only when run
 
         return sidecar_main(rest)
+    if args.command in EXTRAS:
+        return _run_extra(args.command, rest)
     if args.command in PENDING:
         text, issue = PENDING[args.command]
         print(f"vigil {args.command}: not implemented yet — lands with issue {issue} ({text})", file=sys.stderr)
@@ -50,6 +60,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vigil_dev import demo  # noqa: PLC0415
 
     return demo.run()
+
+
+def _run_extra(command: str, argv: Sequence[str]) -> int:
+    module_name, extra, _ = EXTRAS[command]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("vigil_"):
+            raise
+        print(f"vigil {command}: needs the {extra} extra: pip install 'kafka-vigil[{extra}]' (no module {exc.name})",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    result: int = module.main(list(argv))
+    return result
 
 
 if __name__ == "__main__":

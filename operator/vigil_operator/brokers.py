@@ -25,8 +25,10 @@ LIMITS_TTL = 600.0
 
 @dataclass
 class _Cluster:
-    client: GroupClient
+    connection: KafkaConnection
     worker: ThreadPoolExecutor
+    client: GroupClient | None = None
+    """Made on the worker thread at first use (it connects, blocking): never on kopf's event loop."""
     cluster_id: str | None = None
     limits: rules.BrokerLimits | None = None
     limits_at: float = 0.0
@@ -42,10 +44,7 @@ class Brokers:
     def _cluster(self, connection: KafkaConnection) -> _Cluster:
         found = self._clusters.get(connection)
         if found is None:
-            found = _Cluster(
-                client=GroupClient(connection, client_id="vigil-operator", max_attempts=3),
-                worker=ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-kafka"),
-            )
+            found = _Cluster(connection, ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-kafka"))
             self._clusters[connection] = found
         return found
 
@@ -55,13 +54,23 @@ class Brokers:
         try:
             return await loop.run_in_executor(cluster.worker, self._observe, cluster, group_id)
         except (GroupClientError, KafkaException, StopIteration, RuntimeError, OSError) as exc:
-            cluster.client.forget_coordinator(group_id)
+            # start over next time: a client that lived through an outage may keep failing after the broker
+            # is back (seen with librdkafka's admin client after a broker restart)
+            await loop.run_in_executor(cluster.worker, self._reset, cluster)
             return Unreachable("BrokerUnreachable", f"Kafka at {connection.bootstrap_servers}: {_one_line(exc)}")
+
+    @staticmethod
+    def _reset(cluster: _Cluster) -> None:
+        client, cluster.client, cluster.cluster_id, cluster.limits = cluster.client, None, None, None
+        if client is not None:
+            client.close()
 
     def requests(self) -> int:
         return sum(c.requests for c in self._clusters.values())
 
     def _observe(self, cluster: _Cluster, group_id: str) -> GroupFacts:
+        if cluster.client is None:
+            cluster.client = GroupClient(cluster.connection, client_id="vigil-operator", max_attempts=3)
         client = cluster.client
         if cluster.cluster_id is None:
             cluster.cluster_id = client.cluster_id()
@@ -78,7 +87,8 @@ class Brokers:
 
     def close(self) -> None:
         for cluster in self._clusters.values():
-            cluster.worker.submit(cluster.client.close)
+            if cluster.client is not None:
+                cluster.worker.submit(cluster.client.close)
             cluster.worker.shutdown(wait=True, cancel_futures=True)
         self._clusters.clear()
 

@@ -53,13 +53,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)  # kafka-python is chatty; vigil reports failures itself
     import kopf  # noqa: PLC0415 - after the environment is set: the handlers read it at import
 
     importlib.import_module("vigil_operator.handlers")
+    if settings.webhook:
+        importlib.import_module("vigil_operator.admission")
     kopf.run(
         standalone=args.standalone,
         priority=args.priority,
-        peering_name=args.peering,
+        peering_name=None if args.standalone else args.peering,
         liveness_endpoint=args.liveness or None,
         clusterwide=not args.watch_namespace,
         namespaces=args.watch_namespace,

@@ -1,4 +1,4 @@
-"""The kopf layer: thin handlers over `runtime` (resync) and `domain.injection` (the webhook).
+"""The kopf layer: thin handlers over `runtime` (resync); the webhooks are in `admission`.
 
 Registered when `vigil operator` imports this module. kopf indexes keep what the handlers need in memory —
 every ConsumerGroup (claims, the webhook's lookup), the pods naming a group, the nodes' kubelet versions — so
@@ -7,7 +7,7 @@ a resync makes no list call and the webhook none at all.
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +16,7 @@ import kopf
 from vigil_operator import webhook_server
 from vigil_operator.domain import claims, injection, pods
 from vigil_operator.domain.reconcile import Notice, PodFacts
-from vigil_operator.domain.spec import API_GROUP, PLURAL, VERSION, ConsumerGroupSpec, SpecError, parse_spec
+from vigil_operator.domain.spec import API_GROUP, PLURAL, VERSION
 from vigil_operator.k8s.api import KubeApi
 from vigil_operator.runtime import Runtime
 from vigil_operator.settings import ENV_PREFIX, OperatorSettings
@@ -114,59 +114,3 @@ async def resync(*, body: kopf.Body, memo: Any, namespace: str | None, name: str
         kopf.event(body, type=notice.type, reason=notice.reason, message=notice.message)
 
     await runtime.sync(body, list(mine), others, post)
-
-
-# -- admission -------------------------------------------------------------------------------------------------
-
-
-@kopf.on.mutate(
-    "pods",
-    operation="CREATE",
-    id="inject-sidecar",
-    labels={injection.INJECT_LABEL: "true"},
-    ignore_failures=True,  # an operator outage must not stop workloads from starting (they run without vigil)
-)
-def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], **kwargs: Any) -> None:
-    consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
-    kubelets: kopf.Index[str, str] = kwargs["kubelets"]
-    namespace = str(body.get("metadata", {}).get("namespace") or "")
-    wanted = str((body.get("metadata", {}).get("annotations") or {}).get(injection.GROUP_ANNOTATION) or "")
-    group = _spec_of(consumergroups.get((namespace, wanted), []))
-    decision = injection.inject(
-        body,
-        namespace,
-        group,
-        wanted or None,
-        SETTINGS.injection(),
-        native_supported=injection.native_sidecars_supported(list(kubelets.get("kubelet", []))),
-    )
-    warnings.extend(decision.warnings)
-    if not decision.allowed:
-        raise kopf.AdmissionError(decision.message, code=400)
-    for key, value in decision.changes.items():
-        patch[key] = value
-
-
-@kopf.on.validate(*CR, operation="CREATE", id="one-cr-per-group")
-def one_cr_per_group(*, namespace: str | None, name: str, spec: kopf.Spec, **kwargs: Any) -> None:
-    """What CEL cannot see: another ConsumerGroup already observing the same group at the same bootstrap."""
-    consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
-    wanted = (spec.get("groupId"), (spec.get("kafka") or {}).get("bootstrapServers"))
-    for key, store in consumergroups.items():
-        for record in store:
-            seen = (record.spec.get("groupId"), (record.spec.get("kafka") or {}).get("bootstrapServers"))
-            if seen == wanted and key != (namespace or "", name):
-                raise kopf.AdmissionError(
-                    f"spec.groupId: Kafka group {wanted[0]!r} at {wanted[1]} is already observed by"
-                    f" ConsumerGroup {key[0]}/{key[1]}",
-                    code=409,
-                )
-
-
-def _spec_of(records: Iterable[Record]) -> ConsumerGroupSpec | None:
-    for record in records:
-        try:
-            return parse_spec(dict(record.spec))
-        except SpecError:
-            return None
-    return None

@@ -7,9 +7,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from vigil_operator import pki
 from vigil_dev.kafka import tls
 from vigil_dev.kube import certs
+from vigil_operator import pki
 
 
 def sans(cert: x509.Certificate) -> list[str]:

@@ -282,7 +282,8 @@ def _kafka_code(exc: KafkaException) -> int:
 
 def _enum(kind: type, value: object, default: "object") -> Any:
     """Map confluent-kafka's enum members (e.g. ConsumerGroupState.STABLE) onto ours by name."""
-    name = getattr(value, "name", str(value)).replace("_", "").lower()
+    # confluent-kafka spells two states its own way: PREPARING_REBALANCING, COMPLETING_REBALANCING
+    name = getattr(value, "name", str(value)).replace("_", "").lower().replace("rebalancing", "rebalance")
     for member in kind:  # type: ignore[attr-defined]
         if str(member.value).replace("_", "").lower() == name or member.name.replace("_", "").lower() == name:
             return member

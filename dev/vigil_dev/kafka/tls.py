@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from vigil_operator import pki
 from vigil_dev.kafka.config import TlsFiles
+from vigil_operator import pki
 
 
 def write_tls_files(directory: Path) -> TlsFiles:

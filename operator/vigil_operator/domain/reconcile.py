@@ -87,7 +87,9 @@ def _observe(previous: ConsumerGroupStatus, obs: Observation, now: datetime) -> 
     view = facts.view
     owners = _pods_of(view, obs.pods)
     present = {m.member_id for m in view.members}
-    stalled = [s for s in obs.stalls if s.member_id in present]
+    stalled = list(
+        {s.member_id: s for s in sorted(obs.stalls, key=lambda s: s.last) if s.member_id in present}.values()
+    )
     stalled_ids = {s.member_id for s in stalled}
     members = tuple(
         MemberStatus(
@@ -127,7 +129,8 @@ def _observe(previous: ConsumerGroupStatus, obs: Observation, now: datetime) -> 
             )
             for s in stalled
         ),
-        last_rebalance=cond.rfc3339(now) if changed and previous.last_sync_time else previous.last_rebalance,
+        # the first description of the group is not a change: there was nothing to compare with
+        last_rebalance=cond.rfc3339(now) if changed and previous.cluster_id else previous.last_rebalance,
         conditions=previous.conditions,
     )
 
@@ -191,8 +194,11 @@ def _conditions(
             cs = put(cs, ConditionType.REBALANCING, "False", state.value, f"The group is {state.value}.")
         ready = _readiness(state, status, config)
         cs = put(cs, ConditionType.READY, *ready)
-    if cond.find(cs, ConditionType.RESTART_IN_PROGRESS) is None:
+    restart = cond.find(cs, ConditionType.RESTART_IN_PROGRESS)  # owned by the restart coordinator (#8) once it runs
+    if restart is None:
         cs = put(cs, ConditionType.RESTART_IN_PROGRESS, "False", "NoRestart", "No coordinated restart is running.")
+    else:
+        cs = put(cs, ConditionType.RESTART_IN_PROGRESS, restart.status, restart.reason, restart.message)
     return cs
 
 

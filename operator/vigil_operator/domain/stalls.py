@@ -7,7 +7,7 @@ must still be in the group) before showing or acting on it — a sidecar's word 
 """
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from vigil_core import events
@@ -29,11 +29,17 @@ class StallReport:
 class StallBook:
     reports: Mapping[tuple[str, str], StallReport]
     """(group id, member id) → the open report."""
+    ended: Mapping[tuple[str, str], datetime] = field(default_factory=dict)
+    """(group id, member id) → the latest end (stall-ended, eviction-done): a detection not after it is stale,
+    whatever order the events arrive in (retries, a re-read topic)."""
 
     def record(self, event: events.Event) -> "StallBook":
         """The book after one event (any other event type leaves it unchanged)."""
         if isinstance(event, events.StallDetected):
             key = (event.group, event.payload.member.member_id)
+            end = self.ended.get(key)
+            if end is not None and event.time <= end:
+                return self
             previous = self.reports.get(key)
             report = StallReport(
                 group=event.group,
@@ -46,10 +52,12 @@ class StallBook:
             return replace(self, reports={**self.reports, key: report})
         if isinstance(event, events.StallEnded | events.EvictionDone):
             key = (event.group, event.payload.member.member_id)
+            end = max(event.time, self.ended.get(key, event.time))
             previous = self.reports.get(key)
-            if previous is None or previous.last > event.time:
-                return self
-            return replace(self, reports={k: v for k, v in self.reports.items() if k != key})
+            reports = self.reports
+            if previous is not None and previous.last <= end:
+                reports = {k: v for k, v in self.reports.items() if k != key}
+            return replace(self, reports=reports, ended={**self.ended, key: end})
         return self
 
     def current(self, group: str, present: Iterable[str], now: datetime, window: timedelta) -> tuple[StallReport, ...]:
@@ -67,8 +75,12 @@ class StallBook:
         )
 
     def forget_before(self, horizon: datetime) -> "StallBook":
-        """Drop reports not repeated since `horizon` (bounded memory)."""
-        return replace(self, reports={k: v for k, v in self.reports.items() if v.last >= horizon})
+        """Drop reports not repeated since `horizon`, and ends older than it (bounded memory)."""
+        return replace(
+            self,
+            reports={k: v for k, v in self.reports.items() if v.last >= horizon},
+            ended={k: v for k, v in self.ended.items() if v >= horizon},
+        )
 
 
 EMPTY = StallBook(reports={})

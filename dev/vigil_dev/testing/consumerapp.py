@@ -1,0 +1,115 @@
+"""A real consumer app for pods the fakelet runs: one member of a group, stallable from a test.
+
+`python -m vigil_dev.testing.consumerapp --group G --topic T [--control-port 8080]` joins G with vigil's app
+helper (`vigil_sidecar.client.Consumer`, which beacons to `$VIGIL_BEACON_ADDR` when the sidecar was injected),
+honours `KAFKA_CLIENT_ID` and `KAFKA_GROUP_INSTANCE_ID` as the webhook sets them, and reads the broker from
+`VIGIL_KAFKA_*` (the same connection variables the sidecar uses). Control, on `$VIGIL_POD_IP`:
+
+- `POST /stall` stops calling poll() (librdkafka keeps heartbeating: stalled but alive), `POST /resume`;
+- `GET /healthz` → 200; `GET /whoami` → JSON {member_id, client_id, instance_id, assigned, consumed}.
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import Any
+
+from vigil_core.kafka.security import KafkaConnection
+from vigil_dev.testing.clients import CONSUMER_DEFAULTS
+from vigil_sidecar.client import Consumer
+
+
+class App:
+    def __init__(self, group: str, topic: str) -> None:
+        conf: dict[str, Any] = KafkaConnection.from_env(os.environ).confluent_config() | dict(CONSUMER_DEFAULTS)
+        conf |= {"group.id": group, "client.id": os.environ.get("KAFKA_CLIENT_ID") or f"{group}-app"}
+        if os.environ.get("KAFKA_GROUP_INSTANCE_ID"):
+            conf["group.instance.id"] = os.environ["KAFKA_GROUP_INSTANCE_ID"]
+        self.conf = conf
+        self.topic = topic
+        self.stalled = threading.Event()
+        self.stopping = threading.Event()
+        self.view: dict[str, Any] = {"client_id": conf["client.id"], "instance_id": conf.get("group.instance.id")}
+        self.consumed = 0
+
+    def run(self) -> None:
+        consumer = Consumer(self.conf)
+        consumer.subscribe([self.topic])
+        try:
+            while not self.stopping.is_set():
+                if self.stalled.is_set():
+                    self.stopping.wait(0.2)
+                    continue
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    self.consumed += 1
+                self.view |= {
+                    "member_id": consumer.memberid(),
+                    "assigned": [[tp.topic, tp.partition] for tp in consumer.assignment()],
+                    "consumed": self.consumed,
+                }
+        finally:
+            consumer.close()
+
+
+def _handler(app: App) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/healthz":
+                self._reply(200, "ok")
+            elif self.path == "/whoami":
+                self._reply(200, json.dumps(app.view))
+            else:
+                self._reply(404, "not found")
+
+        def do_POST(self) -> None:
+            if self.path == "/stall":
+                app.stalled.set()
+            elif self.path == "/resume":
+                app.stalled.clear()
+            else:
+                self._reply(404, "not found")
+                return
+            print(f"consumerapp: {self.path[1:]}", flush=True)
+            self._reply(200, "ok")
+
+        def _reply(self, code: int, body: str) -> None:
+            data = body.encode()
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--control-port", type=int, default=8080)
+    args = parser.parse_args(argv)
+    app = App(args.group, args.topic)
+    server = ThreadingHTTPServer((os.environ.get("VIGIL_POD_IP", "127.0.0.1"), args.control_port), _handler(app))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        app.stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    print(f"consumerapp: {app.view}", flush=True)
+    app.run()
+    server.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Run `vigil operator` as a real process against the real apiserver, for e2e tests and the benchmark."""
+
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from vigil_dev import ports, procs
+from vigil_dev.testing.waiting import wait_for
+
+
+@dataclass(frozen=True)
+class RunningOperator:
+    process: procs.Managed
+    name: str
+    log: Path
+    liveness_port: int
+    webhook_port: int
+
+    def alive(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self) -> None:
+        self.process.stop(grace=10)
+
+
+def start_operator(
+    kubeconfig: Path,
+    state_dir: Path,
+    *,
+    name: str = "operator",
+    events_topic: str = "",
+    resync_seconds: float = 3,
+    standalone: bool = True,
+    webhook: bool = True,
+    args: Sequence[str] = (),
+) -> RunningOperator:
+    """Start an operator (managed webhook on a free loopback port) and wait until kopf's liveness answers."""
+    liveness, webhook_port = ports.free_ports(2)
+    marker_key, marker_value = "VIGIL_TEST_OPERATOR", str(state_dir / name)
+    argv = [
+        sys.executable, "-m", "vigil_operator", "--state-dir", str(state_dir / name),
+        "--resync-seconds", str(resync_seconds), "--events-topic", events_topic,
+        "--liveness", f"http://127.0.0.1:{liveness}/healthz", "--namespace", "vigil-system",
+    ]  # fmt: skip
+    if standalone:
+        argv.append("--standalone")
+    if webhook:
+        argv += ["--webhook-managed", "--webhook-bind", "127.0.0.1", "--webhook-port", str(webhook_port)]
+    else:
+        argv.append("--no-webhook")
+    log = state_dir / f"{name}.log"
+    process = procs.start(
+        name,
+        [*argv, *args],
+        pid_file=state_dir / f"{name}.pid",
+        marker=f"{marker_key}={marker_value}",
+        log_file=log,
+        env={"PATH": "/usr/bin:/bin", "KUBECONFIG": str(kubeconfig), marker_key: marker_value},
+    )
+    running = RunningOperator(process, name, log, liveness, webhook_port)
+    wait_for(running.alive, lambda up: up, timeout=60, what=f"{name} liveness endpoint (log: {log})", interval=0.2)
+    return running

@@ -1,0 +1,64 @@
+"""The admission webhooks (registered only when the operator serves them: `vigil operator` imports this module
+unless --no-webhook): sidecar injection into pods, and the cross-object check CEL cannot make on ConsumerGroups."""
+
+from collections.abc import Iterable
+from typing import Any
+
+import kopf
+
+from vigil_operator.domain import injection
+from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, parse_spec
+from vigil_operator.handlers import CR, SETTINGS, Record
+
+
+@kopf.on.mutate(
+    "pods",
+    operation="CREATE",
+    id="inject-sidecar",
+    labels={injection.INJECT_LABEL: "true"},
+    ignore_failures=True,  # an operator outage must not stop workloads from starting (they run without vigil)
+)
+def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], **kwargs: Any) -> None:
+    consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
+    kubelets: kopf.Index[str, str] = kwargs["kubelets"]
+    namespace = str(body.get("metadata", {}).get("namespace") or "")
+    wanted = str((body.get("metadata", {}).get("annotations") or {}).get(injection.GROUP_ANNOTATION) or "")
+    group = _spec_of(consumergroups.get((namespace, wanted), []))
+    decision = injection.inject(
+        body,
+        namespace,
+        group,
+        wanted or None,
+        SETTINGS.injection(),
+        native_supported=injection.native_sidecars_supported(list(kubelets.get("kubelet", []))),
+    )
+    warnings.extend(decision.warnings)
+    if not decision.allowed:
+        raise kopf.AdmissionError(decision.message, code=400)
+    for key, value in decision.changes.items():
+        patch[key] = value
+
+
+@kopf.on.validate(*CR, operation="CREATE", id="one-cr-per-group")
+def one_cr_per_group(*, namespace: str | None, name: str, spec: kopf.Spec, **kwargs: Any) -> None:
+    """What CEL cannot see: another ConsumerGroup already observing the same group at the same bootstrap."""
+    consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
+    wanted = (spec.get("groupId"), (spec.get("kafka") or {}).get("bootstrapServers"))
+    for key, store in consumergroups.items():
+        for record in store:
+            seen = (record.spec.get("groupId"), (record.spec.get("kafka") or {}).get("bootstrapServers"))
+            if seen == wanted and key != (namespace or "", name):
+                raise kopf.AdmissionError(
+                    f"spec.groupId: Kafka group {wanted[0]!r} at {wanted[1]} is already observed by"
+                    f" ConsumerGroup {key[0]}/{key[1]}",
+                    code=409,
+                )
+
+
+def _spec_of(records: Iterable[Record]) -> ConsumerGroupSpec | None:
+    for record in records:
+        try:
+            return parse_spec(dict(record.spec))
+        except SpecError:
+            return None
+    return None

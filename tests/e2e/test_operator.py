@@ -1,0 +1,414 @@
+"""The operator end to end: real apiserver, real fakelet pods running real consumers and injected sidecars,
+real Kafka. One StatefulSet of three consumers serves most assertions (status, injection, stall, restarts)."""
+
+import json
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from vigil_dev.kafka import cluster as kafka_cluster
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing import clients
+from vigil_dev.testing.kube_fixtures import Fakelet, Kube, condition, container_pid, process_alive, process_argv
+from vigil_dev.testing.operator import RunningOperator, start_operator
+from vigil_dev.testing.waiting import wait_for
+from vigil_operator import crd
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
+
+CG = ("vigil.dev", "v1alpha1", "consumergroups")
+APP = ["python", "-m", "vigil_dev.testing.consumerapp"]
+
+
+# -- fixtures --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def events_topic(kafka: KafkaCluster) -> str:
+    return clients.create_topic(kafka.connection(), clients.unique("vigil-events"), partitions=3)
+
+
+@pytest.fixture(scope="module")
+def crds(kube: Kube) -> None:
+    kube.apply(crd.load())
+    kube.apply((Path(__file__).parents[2] / "crds" / "kopf-peering.yaml").read_text())
+
+    def served() -> bool:
+        try:
+            kube.custom.list_cluster_custom_object(*CG)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    wait_for(served, timeout=30, what="the ConsumerGroup CRD served")
+
+
+@pytest.fixture(scope="module")
+def operator(kube: Kube, crds: None, events_topic: str, artifacts_dir: Path) -> Iterator[RunningOperator]:
+    running = start_operator(kube.kubeconfig, artifacts_dir / "operator", events_topic=events_topic)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def consumer_group(name: str, group: str, bootstrap: str, **liveness: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "vigil.dev/v1alpha1",
+        "kind": "ConsumerGroup",
+        "metadata": {"name": name},
+        "spec": {
+            "groupId": group,
+            "kafka": {"bootstrapServers": bootstrap},
+            "workload": {"kind": "StatefulSet", "name": name},
+            "liveness": {"stallTimeoutSeconds": 6, "action": "alert", **liveness},
+        },
+    }
+
+
+def statefulset(name: str, group: str, topic: str, bootstrap: str, replicas: int = 3) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {
+                    "labels": {"app": name, "vigil.dev/inject": "true"},
+                    "annotations": {"vigil.dev/consumer-group": name},
+                },
+                "spec": {
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "vigil-test/consumerapp:1",
+                            "command": APP,
+                            "args": ["--group", group, "--topic", topic],
+                            "env": [{"name": "VIGIL_KAFKA_BOOTSTRAP_SERVERS", "value": bootstrap}],
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def status_of(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    obj = kube.custom.get_namespaced_custom_object(*CG[:2], namespace, CG[2], name)
+    return dict(obj.get("status") or {})
+
+
+def cond(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
+
+
+def sidecars(pod: dict[str, Any]) -> list[str]:
+    spec = pod["spec"]
+    return [
+        c["name"] for c in [*(spec.get("initContainers") or []), *spec["containers"]] if c["name"] == "vigil-sidecar"
+    ]
+
+
+def events_for(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+    listed = kube.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}")
+    return [{"reason": e.reason, "type": e.type, "message": e.message} for e in listed.items]
+
+
+def post(pod: dict[str, Any], path: str) -> None:
+    url = f"http://{pod['status']['podIP']}:8080{path}"
+    with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=5):
+        pass
+
+
+@pytest.fixture(scope="module")
+def live_group(
+    kube: Kube, fakelet: Fakelet, kafka: KafkaCluster, operator: RunningOperator
+) -> Iterator[tuple[str, str, str]]:
+    """A namespace with a ConsumerGroup and its 3-pod StatefulSet, consuming; yields (namespace, name, group)."""
+    namespace, name = f"t-{uuid.uuid4().hex[:10]}", "orders"
+    group = clients.unique("orders")
+    bootstrap = kafka.connection().bootstrap_servers
+    topic = clients.create_topic(kafka.connection(), clients.unique("orders"), partitions=6)
+    kube.core.create_namespace({"metadata": {"name": namespace}})
+    kube.apply(consumer_group(name, group, bootstrap), namespace)
+    wait_for(  # the webhook knows the CR once it is in the operator's index: dry-run until a pod would be injected
+        lambda: kube.core.create_namespaced_pod(
+            namespace, statefulset(name, group, topic, bootstrap)["spec"]["template"] | {"metadata": {
+                "name": "probe", **statefulset(name, group, topic, bootstrap)["spec"]["template"]["metadata"]}},
+            dry_run="All",
+        ).to_dict(),
+        lambda pod: any(c["name"] == "vigil-sidecar" for c in (pod["spec"].get("init_containers") or [])),
+        timeout=30,
+        what="the webhook injecting a dry-run pod",
+    )  # fmt: skip
+    kube.apply(statefulset(name, group, topic, bootstrap), namespace)
+    clients.produce_spread(kafka.connection(), topic, [f"m{i}" for i in range(60)], 6)
+    try:
+        yield namespace, name, group
+    finally:
+        kube.core.delete_namespace(namespace)
+
+
+# -- tests -----------------------------------------------------------------------------------------------------
+
+
+def test_a_live_group_is_described_in_status_with_pods_mapped(kube: Kube, kafka: KafkaCluster, live_group) -> None:
+    namespace, name, group = live_group
+    wait_for(lambda: clients.stable_members(kafka.connection(), group), lambda n: n == 3, timeout=90, what="3 members")
+    stable_at = time.monotonic()
+    status = wait_for(
+        lambda: status_of(kube, namespace, name),
+        lambda s: (
+            s.get("state") == "Stable"
+            and s.get("memberCount") == 3
+            and cond(s, "Ready").get("status") == "True"
+            and sorted(m.get("pod") or "" for m in s.get("members") or []) == [f"{name}-{i}" for i in range(3)]
+        ),
+        timeout=30,
+        what="status Stable, 3 members mapped to the 3 pods, Ready",
+    )
+    assert time.monotonic() - stable_at <= 10, "Ready more than 10 s after the broker said Stable"
+    assert status["clusterId"] == kafka.cluster_id
+    assert status["protocol"] == "classic"
+    assert {m["clientId"] for m in status["members"]} == {f"{name}-{i}" for i in range(3)}  # KAFKA_CLIENT_ID injected
+    assert cond(status, "ConfigValid")["status"] == "True"
+
+    # printer columns through the Table API, as `kubectl get kcg` shows them
+    response = kube.custom.get_namespaced_custom_object(
+        *CG[:2], namespace, CG[2], name, _headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+        _preload_content=False,
+    )  # fmt: skip
+    table = json.loads(response.data)
+    columns = [c["name"] for c in table["columnDefinitions"]]
+    row = dict(zip(columns, table["rows"][0]["cells"], strict=True))
+    assert (row["Group"], row["State"], row["Members"], row["Stalled"], row["Ready"]) == (group, "Stable", 3, 0, "True")
+
+
+def test_injected_pods_run_exactly_one_sidecar_as_a_real_process(kube: Kube, live_group) -> None:
+    namespace, name, _ = live_group
+    for i in range(3):
+        pod = kube.wait_ready(namespace, f"{name}-{i}", timeout=60)
+        assert sidecars(pod) == ["vigil-sidecar"]
+        assert pod["metadata"]["annotations"]["vigil.dev/injected"]
+        pid = container_pid(pod, "vigil-sidecar")
+        assert pid is not None
+        assert process_alive(pid)
+        assert "sidecar" in process_argv(pid)
+    # re-creating a pod (the StatefulSet makes it again from the same template) does not double the sidecar
+    old = kube.pod(namespace, f"{name}-0")
+    assert old is not None
+    kube.core.delete_namespaced_pod(f"{name}-0", namespace)
+    new = kube.wait_pod(
+        namespace,
+        f"{name}-0",
+        lambda p: p is not None and p["metadata"]["uid"] != old["metadata"]["uid"] and condition(p, "Ready"),
+        timeout=60,
+        what="re-created and Ready",
+    )
+    assert new is not None
+    assert sidecars(new) == ["vigil-sidecar"]
+
+
+def test_unlabelled_pods_are_untouched_and_an_apps_own_probe_is_kept(kube: Kube, live_group) -> None:
+    namespace, name, _ = live_group
+    plain = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "plain", "annotations": {"vigil.dev/consumer-group": name}},
+        "spec": {"containers": [{"name": "app", "image": "busybox", "command": ["sleep", "60"]}]},
+    }
+    created = kube.core.create_namespaced_pod(namespace, plain, dry_run="All").to_dict()
+    assert [c["name"] for c in created["spec"]["containers"]] == ["app"]
+    assert not created["spec"].get("init_containers")
+    assert "vigil.dev/injected" not in (created["metadata"].get("annotations") or {})
+    # action restart would add a liveness probe on the sidecar; an app that has one keeps it (and is warned)
+    kube.apply(consumer_group("restarting", clients.unique("restarting"), "127.0.0.1:1", action="restart"), namespace)
+    probe = {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 7}
+    own = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "own-probe",
+            "labels": {"vigil.dev/inject": "true"},
+            "annotations": {"vigil.dev/consumer-group": "restarting"},
+        },
+        "spec": {
+            "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "60"], "livenessProbe": probe}]
+        },
+    }
+
+    def injected() -> dict[str, Any]:
+        return kube.core.create_namespaced_pod(namespace, own, dry_run="All").to_dict()
+
+    pod = wait_for(injected, lambda p: bool(p["spec"].get("init_containers")), timeout=30, what="own-probe injected")
+    app = pod["spec"]["containers"][0]
+    assert app["liveness_probe"]["http_get"]["path"] == "/healthz"
+    assert app["liveness_probe"]["period_seconds"] == 7
+    sidecar_env = {e["name"]: e.get("value") for e in pod["spec"]["init_containers"][0]["env"]}
+    assert sidecar_env["VIGIL_ACTION"] == "alert"
+
+
+def test_a_stalled_member_shows_in_status_and_as_an_event(kube: Kube, kafka: KafkaCluster, live_group) -> None:
+    namespace, name, group = live_group
+    # stall only a Stable group (a member stalled mid-rebalance holds the group in PreparingRebalance, where
+    # the watchdog rightly never acts): the broker says Stable, and the status has caught up with it
+    wait_for(lambda: clients.stable_members(kafka.connection(), group), lambda n: n == 3, timeout=90, what="3 members")
+    wait_for(
+        lambda: status_of(kube, namespace, name),
+        lambda s: (
+            sorted(m.get("pod") or "" for m in s.get("members") or []) == [f"{name}-{i}" for i in range(3)]
+            and cond(s, "Ready").get("status") == "True"
+        ),
+        timeout=30,
+        what="status Ready with the 3 pods",
+    )
+    victim = kube.wait_ready(namespace, f"{name}-1", timeout=60)
+    post(victim, "/stall")
+    try:
+        status = wait_for(
+            lambda: status_of(kube, namespace, name),
+            lambda s: s.get("stalledCount") == 1 and cond(s, "Stalled").get("status") == "True",
+            timeout=6 + 5 + 3 + 15,  # stall timeout + check + resync + slack
+            what="status Stalled with one member",
+        )
+        assert [m["pod"] for m in status["stalledMembers"]] == [f"{name}-1"]
+        assert cond(status, "Ready")["reason"] == "MembersStalled"
+        wait_for(
+            lambda: events_for(kube, namespace, name),
+            lambda evs: any(e["reason"] == "MemberStalled" and f"{name}-1" in e["message"] for e in evs),
+            timeout=15,
+            what="a MemberStalled Event on the ConsumerGroup",
+        )
+    finally:
+        post(victim, "/resume")
+    wait_for(
+        lambda: status_of(kube, namespace, name),
+        lambda s: s.get("stalledCount") == 0 and cond(s, "Stalled").get("status") == "False",
+        timeout=20,
+        what="the stall cleared once the app polls again (stall-ended)",
+    )
+
+
+def test_a_second_cr_for_the_same_group_is_refused(kube: Kube, kafka: KafkaCluster, live_group) -> None:
+    namespace, name, group = live_group
+    port = kafka.connection().bootstrap_servers.rsplit(":", 1)[1]
+    same = consumer_group("orders-again", group, f"127.0.0.1:{port}")
+    with pytest.raises(ApiException) as refused:  # same group, same bootstrap: the validating webhook says no
+        kube.custom.create_namespaced_custom_object(*CG[:2], namespace, CG[2], same)
+    assert refused.value.status == 409 or "already observed by ConsumerGroup" in str(refused.value.body)
+    # the same cluster through another address passes admission, and is refused by cluster id instead
+    kube.apply(consumer_group("orders-alias", group, f"localhost:{port}"), namespace)
+    status = wait_for(
+        lambda: status_of(kube, namespace, "orders-alias"),
+        lambda s: cond(s, "Ready").get("reason") == "DuplicateGroup",
+        timeout=30,
+        what="the alias CR refused as a duplicate",
+    )
+    assert f"{namespace}/{name}" in cond(status, "Ready")["message"]
+    assert cond(status_of(kube, namespace, name), "Ready")["status"] == "True"
+
+
+def test_the_broker_stopping_and_returning_shows_in_status(
+    kube: Kube, operator: RunningOperator, artifacts_dir: Path, namespace: str
+) -> None:
+    own = kafka_cluster.create(artifacts_dir / "kafka-operator-outage", progress=lambda _: None)
+    try:
+        group = clients.unique("outage")
+        topic = clients.create_topic(own.connection(), clients.unique("outage"), partitions=2)
+        members = clients.start_group(own.connection(), group, [topic], 1)
+        kube.apply(consumer_group("outage", group, own.connection().bootstrap_servers), namespace)
+        wait_for(
+            lambda: cond(status_of(kube, namespace, "outage"), "Ready").get("status"),
+            lambda s: s == "True",
+            timeout=30,
+            what="Ready before the outage",
+        )
+        own.stop_node(1)
+        status = wait_for(
+            lambda: status_of(kube, namespace, "outage"),
+            lambda s: cond(s, "Ready").get("reason") == "BrokerUnreachable",
+            timeout=90,
+            what="Ready False BrokerUnreachable",
+        )
+        assert own.connection().bootstrap_servers in cond(status, "Ready")["message"]
+        assert status["state"] == "Unknown"
+        own.start_node(1)
+        own.wait_healthy()
+        wait_for(
+            lambda: cond(status_of(kube, namespace, "outage"), "Ready"),
+            lambda c: c.get("status") == "True",
+            timeout=120,
+            what="Ready again once the broker is back",
+        )
+    finally:
+        for member in locals().get("members", []):
+            member.close()
+        own.stop()
+
+
+def test_status_continues_across_an_operator_restart(
+    kube: Kube, operator: RunningOperator, live_group, artifacts_dir: Path, events_topic: str
+) -> None:
+    namespace, name, _ = live_group
+    before = wait_for(
+        lambda: status_of(kube, namespace, name),
+        lambda s: cond(s, "Ready").get("status") == "True",
+        timeout=60,
+        what="Ready",
+    )
+    operator.stop()
+    again = start_operator(kube.kubeconfig, artifacts_dir / "operator", name="operator-2", events_topic=events_topic)
+    try:
+        after = wait_for(
+            lambda: status_of(kube, namespace, name),
+            lambda s: s.get("lastSyncTime", "") > before["lastSyncTime"] and s.get("memberCount") == 3,
+            timeout=30,
+            what="a resync by the restarted operator",
+        )
+        assert cond(after, "Ready")["lastTransitionTime"] == cond(before, "Ready")["lastTransitionTime"]
+    finally:
+        again.stop()
+
+
+def test_of_two_peered_operators_one_acts(
+    kube: Kube, kafka: KafkaCluster, crds: None, namespace: str, artifacts_dir: Path
+) -> None:
+    kube.apply({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": "vigil"}})
+    kube.apply(consumer_group("peered", clients.unique("peered"), kafka.connection().bootstrap_servers), namespace)
+    low = start_operator(
+        kube.kubeconfig,
+        artifacts_dir / "peering",
+        name="low",
+        standalone=False,
+        webhook=False,
+        args=["--priority", "10"],
+    )
+    high = start_operator(
+        kube.kubeconfig,
+        artifacts_dir / "peering",
+        name="high",
+        standalone=False,
+        webhook=False,
+        args=["--priority", "20"],
+    )
+    try:
+        wait_for(lambda: high.log_text().count("Timer 'resync'"), lambda n: n >= 2, timeout=60, what="high resyncs")
+        assert "Pausing operations in favour of" in low.log_text()
+        settled = low.log_text().count("'resync'")
+        wait_for(lambda: high.log_text().count("Timer 'resync'"), lambda n: n >= 4, timeout=60, what="more resyncs")
+        assert low.log_text().count("'resync'") == settled
+    finally:
+        low.stop()
+        high.stop()
