@@ -114,3 +114,19 @@ async def resync(*, body: kopf.Body, memo: Any, namespace: str | None, name: str
         kopf.event(body, type=notice.type, reason=notice.reason, message=notice.message)
 
     await runtime.sync(body, list(mine), others, post)
+
+
+# -- liveness probe extras: `GET <liveness URL>` shows them next to kopf's own "ok" -----------------------------
+
+
+@kopf.on.probe(id="resyncs")
+def resyncs(*, memo: Any, **_: Any) -> int:
+    runtime = memo.get("runtime")
+    return runtime.syncs if isinstance(runtime, Runtime) else 0
+
+
+@kopf.on.probe(id="kafka_requests")
+def kafka_requests(*, memo: Any, **_: Any) -> int:
+    """Broker requests sent since start (describe, offsets, end offsets; cluster id and limits when refreshed)."""
+    runtime = memo.get("runtime")
+    return runtime.brokers.requests() if isinstance(runtime, Runtime) else 0

@@ -19,6 +19,7 @@ from vigil_dev.testing.kube_fixtures import Fakelet, Kube, condition, container_
 from vigil_dev.testing.operator import RunningOperator, start_operator
 from vigil_dev.testing.waiting import wait_for
 from vigil_operator import crd
+from vigil_sidecar.budget import ledger
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
 
@@ -184,6 +185,20 @@ def test_a_live_group_is_described_in_status_with_pods_mapped(kube: Kube, kafka:
     assert status["protocol"] == "classic"
     assert {m["clientId"] for m in status["members"]} == {f"{name}-{i}" for i in range(3)}  # KAFKA_CLIENT_ID injected
     assert cond(status, "ConfigValid")["status"] == "True"
+
+    # the eviction budget is provisioned for the sidecars: the Lease, and a Role limited to it by name
+    lease = ledger.lease_name(group)
+    assert kube.dynamic.resources.get(api_version="coordination.k8s.io/v1", kind="Lease").get(
+        name=lease, namespace=namespace
+    )
+    role = kube.dynamic.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="Role").get(
+        name=f"vigil-budget-{name}", namespace=namespace
+    )
+    assert [(r.resourceNames, sorted(r.verbs)) for r in role.rules] == [([lease], ["get", "update"])]
+    binding = kube.dynamic.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="RoleBinding").get(
+        name=f"vigil-budget-{name}", namespace=namespace
+    )
+    assert [(b.kind, b.name) for b in binding.subjects] == [("ServiceAccount", "default")]
 
     # printer columns through the Table API, as `kubectl get kcg` shows them
     response = kube.custom.get_namespaced_custom_object(
@@ -358,6 +373,33 @@ def test_the_broker_stopping_and_returning_shows_in_status(
         own.stop()
 
 
+def test_a_missing_secret_and_an_unreachable_broker_are_conditions_not_crashes(
+    kube: Kube, operator: RunningOperator, namespace: str
+) -> None:
+    secretless = consumer_group("secretless", clients.unique("secretless"), "127.0.0.1:9")
+    secretless["spec"]["kafka"] |= {
+        "securityProtocol": "SASL_PLAINTEXT",
+        "sasl": {"mechanism": "SCRAM-SHA-512", "username": "u", "passwordSecretRef": {"name": "nope", "key": "pw"}},
+    }
+    kube.apply(secretless, namespace)
+    kube.apply(consumer_group("nobroker", clients.unique("nobroker"), "127.0.0.1:9"), namespace)
+    missing = wait_for(
+        lambda: cond(status_of(kube, namespace, "secretless"), "Ready"),
+        lambda c: c.get("reason") == "SecretMissing",
+        timeout=30,
+        what="Ready False SecretMissing",
+    )
+    assert f"Secret {namespace}/nope" in missing["message"]
+    unreachable = wait_for(
+        lambda: cond(status_of(kube, namespace, "nobroker"), "Ready"),
+        lambda c: c.get("reason") == "BrokerUnreachable",
+        timeout=90,
+        what="Ready False BrokerUnreachable",
+    )
+    assert "127.0.0.1:9" in unreachable["message"]
+    assert operator.alive()
+    assert "Traceback" not in operator.log_text()
+
 def test_status_continues_across_an_operator_restart(
     kube: Kube, operator: RunningOperator, live_group, artifacts_dir: Path, events_topic: str
 ) -> None:
@@ -412,3 +454,4 @@ def test_of_two_peered_operators_one_acts(
     finally:
         low.stop()
         high.stop()
+
