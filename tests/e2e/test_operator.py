@@ -400,6 +400,7 @@ def test_a_missing_secret_and_an_unreachable_broker_are_conditions_not_crashes(
     assert operator.alive()
     assert "Traceback" not in operator.log_text()
 
+
 def test_status_continues_across_an_operator_restart(
     kube: Kube, operator: RunningOperator, live_group, artifacts_dir: Path, events_topic: str
 ) -> None:
@@ -454,4 +455,3 @@ def test_of_two_peered_operators_one_acts(
     finally:
         low.stop()
         high.stop()
-
