@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from kubernetes.client.exceptions import ApiException
 
+from vigil_core import events
 from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
@@ -127,6 +129,23 @@ def events_for(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
     return [{"reason": e.reason, "type": e.type, "message": e.message} for e in listed.items]
 
 
+def latest_snapshot(kafka: KafkaCluster, topic: str, group: str) -> events.GroupSnapshot | None:
+    """The newest group-snapshot event for `group` on the events topic (read from the start, no group joined)."""
+    consumer = Consumer(kafka.connection().confluent_config() | {"group.id": "e2e-reader", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(3)])
+        found: events.GroupSnapshot | None = None
+        while (batch := consumer.consume(500, timeout=2)) and batch:
+            for message in batch:
+                if message.error() is None and message.key() == group.encode():
+                    event = events.parse_event(message.value())
+                    if isinstance(event, events.GroupSnapshot):
+                        found = event
+        return found
+    finally:
+        consumer.close()
+
+
 def post(pod: dict[str, Any], path: str) -> None:
     url = f"http://{pod['status']['podIP']}:8080{path}"
     with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=5):
@@ -165,7 +184,9 @@ def live_group(
 # -- tests -----------------------------------------------------------------------------------------------------
 
 
-def test_a_live_group_is_described_in_status_with_pods_mapped(kube: Kube, kafka: KafkaCluster, live_group) -> None:
+def test_a_live_group_is_described_in_status_with_pods_mapped(
+    kube: Kube, kafka: KafkaCluster, live_group, events_topic: str
+) -> None:
     namespace, name, group = live_group
     wait_for(lambda: clients.stable_members(kafka.connection(), group), lambda n: n == 3, timeout=90, what="3 members")
     stable_at = time.monotonic()
@@ -185,6 +206,17 @@ def test_a_live_group_is_described_in_status_with_pods_mapped(kube: Kube, kafka:
     assert status["protocol"] == "classic"
     assert {m["clientId"] for m in status["members"]} == {f"{name}-{i}" for i in range(3)}  # KAFKA_CLIENT_ID injected
     assert cond(status, "ConfigValid")["status"] == "True"
+
+    # a group snapshot per resync on the events topic, with the members mapped to their pods
+    snapshot = wait_for(
+        lambda: latest_snapshot(kafka, events_topic, group),
+        lambda e: e is not None and len(e.payload.members) == 3,
+        timeout=30,
+        what=f"a group-snapshot event for {group} with 3 members",
+    )
+    assert snapshot is not None
+    assert sorted(m.pod or "" for m in snapshot.payload.members) == [f"{name}-{i}" for i in range(3)]
+    assert (snapshot.source, snapshot.cluster, snapshot.payload.state) == ("operator", kafka.cluster_id, "Stable")
 
     # the eviction budget is provisioned for the sidecars: the Lease, and a Role limited to it by name
     lease = ledger.lease_name(group)
