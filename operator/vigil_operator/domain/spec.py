@@ -98,15 +98,19 @@ class Signal(StrEnum):
 
 
 class ForeignRebalance(StrEnum):
-    STOP = "stop"
-    """Another member's rebalance while bridging: stop the bridge and let the member rejoin as usual."""
-    CONTINUE = "continue"
+    """What a bridge does when someone else starts a rebalance (or the generation moves) meanwhile."""
+
+    REMOVE = "remove"
+    """Compare-and-remove the absent member at once, so the rebalance completes now instead of waiting for it
+    until its session or rebalance timeout, handing it partitions and expiring it (a second rebalance)."""
+    HOLD = "hold"
+    """Keep heartbeating (bounded by maxBridgeSeconds) so the restarted app joins the same rebalance."""
 
 
 class Bridge(_Spec):
     enabled: bool = False
     max_bridge_seconds: Annotated[float, Field(gt=0, le=3600)] = 120.0
-    on_foreign_rebalance: ForeignRebalance = ForeignRebalance.STOP
+    on_foreign_rebalance: ForeignRebalance = ForeignRebalance.REMOVE
 
 
 class Liveness(_Spec):
