@@ -1,0 +1,629 @@
+"""The heartbeat bridge as pure decisions: `start` (may it?) and `step(state, observation, now) -> (state, actions)`.
+
+A static member (KIP-345) that rejoins inside its session timeout, in a Stable group with an unchanged protocol,
+replaces its old member id without a rebalance. While the app is known to be restarting, the bridge sends the
+classic Heartbeat the app would have sent (its last member id, generation and instance id) at the app's heartbeat
+interval, so users can keep a short session timeout. Nothing here does I/O or reads a clock: `now` is seconds on
+one clock for the life of a state (Unix time where the state is persisted: the operator writes it to a status
+before it deletes a pod and resumes it after its own restart).
+
+The rules (issue #6; `start` applies the first, `step` the others):
+
+1. Only on proof that the app ended (`PROOFS`): silence is never proof, so a stalled but live member expires
+   exactly as it would without vigil. Only static members (the instance id is what lets the app take its member
+   back), and only with the generation the app reported through the helper (DescribeGroups does not give it).
+   A crash loop (`crash_loop_restarts` ends of the app within `crash_window_seconds`) is not bridged, and an end
+   that makes one stops a running bridge: its member should expire and its partitions move on.
+2. One request at a time. A heartbeat goes out at once, then at most and at least once per interval, timed from
+   send to send as Java's `Heartbeat` timer does (an answer slower than an interval is followed by the next
+   heartbeat at once). None at or after the deadline, none after the end.
+3. Heartbeat answers, by the reaction in `vigil_core.kafka.outcomes` (the client already re-finds a moved
+   coordinator and retries load-in-progress and transport failures before it answers):
+   - DONE → keep going;
+   - FENCED_INSTANCE_ID (a STOP) → "rejoined": the instance id maps to a new member id, the app is back;
+   - UNKNOWN_MEMBER_ID and the other STOPs → "member-gone": the coordinator dropped the member;
+   - REBALANCE_IN_PROGRESS (counted: the coordinator rescheduled the member's timer) → a foreign rebalance:
+     `remove` → compare-and-remove at once, so the rebalance completes now instead of keeping the absent member,
+     giving it partitions and expiring it later (a second rebalance); `hold` → keep heartbeating until the hold
+     ends (the app's expected return, at most the deadline) so the app can join the same rebalance, then remove;
+   - ILLEGAL_GENERATION (not counted) → compare-and-remove under either policy: a generation that moved on
+     without the member means heartbeats can no longer keep it, and the coordinator will expire it (session
+     timeout, or pending sync after a join that kept it) and rebalance again; removing it makes that happen now.
+     No Describe first: the Remove's own answer says atomically what a view would (FENCED_INSTANCE_ID → the app
+     rejoined, UNKNOWN_MEMBER_ID → already gone, NONE → removed), with no race between looking and acting;
+   - RETRY_BACKOFF / REDISCOVER_COORDINATOR (no answer after the client's retries) → keep heartbeating until the
+     deadline: no answer says nothing about the group, a new coordinator restarts every member's session timer
+     when it loads the group, and heartbeats that do not arrive cost nothing. If it never comes back, the bridge
+     ends with "deadline" and the last error;
+   - REPORT (authorization, unknown errors) → "error": only a human can fix it; the member expires as without vigil.
+4. The Remove (at most one per bridge, never before a foreign rebalance or a moved generation was seen) is
+   compare-and-remove with the bridged pair; its answer ends the bridge: NONE → "removed", ALREADY_GONE →
+   "member-gone", NOTHING_TO_DO (FENCED_INSTANCE_ID) → "rejoined", anything else → "error" (heartbeats have
+   stopped, so the member expires at its session timeout). A Remove in flight decides the outcome: the deadline,
+   views and crash loops wait for its answer.
+5. At the deadline (`max_bridge_seconds` after the start) with no Remove due → "deadline": heartbeats stop and the
+   member expires at its session timeout, giving the app that last stretch to come back.
+"""
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, Final, Literal, TypeGuard, get_args
+
+from vigil_core.kafka.model import GroupView
+from vigil_core.kafka.outcomes import Outcome, Reaction
+
+# --- vocabulary (the `vigil_core.events` strings; metric labels too) ----------------------------------------------
+
+Proof = Literal["helper-connection-closed", "container-terminated", "pod-deleted"]
+"""How the app is known to have ended (`BridgeStartedPayload.proof`)."""
+PROOFS: Final[tuple[Proof, ...]] = get_args(Proof)
+
+EndOutcome = Literal["rejoined", "member-gone", "removed", "deadline", "crash-loop", "error"]
+"""How a bridge ended (`BridgeEndedPayload.outcome`); only "rejoined" is the success bridging exists for."""
+END_OUTCOMES: Final[tuple[EndOutcome, ...]] = get_args(EndOutcome)
+
+RefusalCause = Literal["no-proof", "no-member", "dynamic-member", "no-generation", "crash-loop"]
+"""Why a bridge was not started."""
+REFUSAL_CAUSES: Final[tuple[RefusalCause, ...]] = get_args(RefusalCause)
+
+Policy = Literal["remove", "hold"]
+"""`onForeignRebalance` (the CRD's `ForeignRebalance` values)."""
+
+Request = Literal["heartbeat", "remove"]
+RemoveCause = Literal["rebalance", "hold-ended", "generation-moved"]
+
+_REPLACED: Final = frozenset({"FENCED_INSTANCE_ID", "UNRELEASED_INSTANCE_ID"})
+"""STOP answers to a Heartbeat that mean a newer member holds the instance id: the app is back. The outcome table
+gives them the same reaction as UNKNOWN_MEMBER_ID (stop); the bridge reports them differently."""
+_COUNTED: Final = "REBALANCE_IN_PROGRESS"
+"""The REFRESH_AND_RETRY answer to a Heartbeat that still counted (the coordinator rescheduled the member's timer);
+ILLEGAL_GENERATION, the other one, did not count."""
+FORMAT_VERSION: Final = 1
+
+
+# --- configuration and identity -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """One bridge's settings, fixed at its start (they travel with the persisted state); times in seconds."""
+
+    heartbeat_interval: float
+    """The app's `heartbeat.interval.ms`: the pace the coordinator is used to from this member."""
+    max_bridge_seconds: float
+    """`maxBridgeSeconds`: the bridge gives up this long after it started."""
+    on_foreign_rebalance: Policy = "remove"
+    """`onForeignRebalance`: what to do when someone else starts a rebalance meanwhile."""
+    expected_return_seconds: float | None = None
+    """How long after it ended the app is expected back in the group (e.g. its usual restart time); a hold ends
+    then at the latest. None: unknown, a hold may last until the deadline."""
+    crash_window_seconds: float = 600.0
+    """Ends of the app this far apart count together toward a crash loop (the kubelet forgives a crash-looping
+    container's back-off after ten minutes of running, so the default is that)."""
+    crash_loop_restarts: int = 2
+    """This many ends of the app within the window make a crash loop: the end that reaches it is not bridged, and
+    stops a running bridge. 2: the app that dies again soon after a restart loses its member."""
+
+    def __post_init__(self) -> None:
+        for name in ("heartbeat_interval", "max_bridge_seconds"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ValueError(f"bridge {name} must be a positive number of seconds, not {value!r}")
+        ret = self.expected_return_seconds
+        if ret is not None and not (math.isfinite(ret) and ret > 0):
+            raise ValueError(f"bridge expected_return_seconds must be positive or None, not {ret!r}")
+        if not (math.isfinite(self.crash_window_seconds) and self.crash_window_seconds >= 0):
+            raise ValueError(f"bridge crash_window_seconds must be 0 or more, not {self.crash_window_seconds!r}")
+        if self.crash_loop_restarts < 2:
+            raise ValueError("bridge crash_loop_restarts must be at least 2 (1 would refuse every bridge)")
+        if self.on_foreign_rebalance not in get_args(Policy):
+            raise ValueError(f"bridge on_foreign_rebalance must be remove or hold, not {self.on_foreign_rebalance!r}")
+
+
+@dataclass(frozen=True)
+class Member:
+    """The member as the app last reported it through the helper: the only source of its generation."""
+
+    member_id: str
+    generation: int
+    """-1 when the app could not tell."""
+    instance_id: str | None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """No bridge, and why in one sentence."""
+
+    cause: RefusalCause
+    message: str
+
+
+# --- observations -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Time passed (a `Wait` ended)."""
+
+
+@dataclass(frozen=True)
+class HeartbeatAnswered:
+    """The classified answer to the `SendHeartbeat` in flight (`GroupClient.heartbeat`)."""
+
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class RemoveAnswered:
+    """The classified answer to the `Remove` in flight (`GroupClient.remove_member`)."""
+
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class Described:
+    """A view of the group taken anyway (the bridge never asks for one): it may show the app back, or the member
+    gone, before the next heartbeat's answer does."""
+
+    view: GroupView
+
+
+@dataclass(frozen=True)
+class AppEnded:
+    """The app ended again while bridged: a new end (its next helper connection closed, restartCount went up again),
+    never the end that started the bridge seen through another signal (that would count one end twice)."""
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """The process carrying out the actions restarted (the operator, from a persisted state): the answer to a request
+    that was in flight will never come, so the request is forgotten (a Remove is sent again: the same act)."""
+
+
+Observation = Tick | HeartbeatAnswered | RemoveAnswered | Described | AppEnded | Resumed
+
+
+# --- actions ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SendHeartbeat:
+    """A classic Heartbeat (v3+) on the member's behalf; answer with `HeartbeatAnswered`."""
+
+    group_id: str
+    member_id: str
+    generation: int
+    instance_id: str
+
+
+@dataclass(frozen=True)
+class Remove:
+    """Compare-and-remove: LeaveGroup with exactly this pair; answer with `RemoveAnswered`."""
+
+    group_id: str
+    member_id: str
+    instance_id: str
+    reason: str
+    """The KIP-800 reason, starting "vigil: "."""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Nothing to do before `until` unless an observation arrives; then send a `Tick`."""
+
+    until: float
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The bridge is over (once); the fields of `BridgeEndedPayload` and the metrics."""
+
+    outcome: EndOutcome
+    reason: str
+    """One sentence for a human."""
+    seconds_bridged: float
+    heartbeats_sent: int
+    kafka_error: str | None = None
+    """The Kafka answer that ended it (or the last failed one, at the deadline), by name."""
+
+
+Action = SendHeartbeat | Remove | Wait | Ended
+
+
+# --- state --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BridgeState:
+    """One bridge. Build with `start`; change with `step` (through the `with_*` transitions); persist with
+    `to_json` / `from_json`."""
+
+    config: BridgeConfig
+    group_id: str
+    member_id: str
+    generation: int
+    instance_id: str
+    proof: Proof
+    started_at: float
+    deadline: float
+    next_heartbeat_at: float
+    """One interval after the last heartbeat was sent (at the start: the start)."""
+    ends: tuple[float, ...]
+    """When the app ended within the crash window, oldest first; the start's end included."""
+    heartbeats_sent: int = 0
+    in_flight: Request | None = None
+    remove_at: float | None = None
+    """When the absent member is to be compare-and-removed: at once, or at the end of a hold."""
+    remove_cause: RemoveCause | None = None
+    last_error: str | None = None
+    """The latest failed heartbeat answer's name, cleared by a successful one."""
+    ended: EndOutcome | None = None
+
+    # derived
+
+    @property
+    def holding_until(self) -> float | None:
+        """When a hold (policy `hold`, a foreign rebalance seen) ends: the member is then removed."""
+        return self.remove_at if self.remove_cause == "hold-ended" else None
+
+    def seconds_bridged(self, now: float) -> float:
+        return max(0.0, now - self.started_at)
+
+    # transitions
+
+    def with_sent(self, request: Request, now: float) -> "BridgeState":
+        if request == "remove":
+            return replace(self, in_flight="remove")
+        return replace(
+            self,
+            in_flight="heartbeat",
+            heartbeats_sent=self.heartbeats_sent + 1,
+            next_heartbeat_at=_at_least(now, self.config.heartbeat_interval),
+        )
+
+    def without_request(self) -> "BridgeState":
+        return replace(self, in_flight=None)
+
+    def with_last_error(self, name: str | None) -> "BridgeState":
+        return replace(self, last_error=name)
+
+    def with_remove_due(self, at: float, cause: RemoveCause) -> "BridgeState":
+        """Due at `at`, unless already due earlier."""
+        if self.remove_at is not None and self.remove_at <= at:
+            return self
+        return replace(self, remove_at=at, remove_cause=cause)
+
+    def with_app_end(self, now: float) -> "BridgeState":
+        return replace(self, ends=(*_within(self.ends, now, self.config.crash_window_seconds), now))
+
+    def with_ended(self, outcome: EndOutcome) -> "BridgeState":
+        return replace(self, ended=outcome, in_flight=None)
+
+    # persistence
+
+    def to_json(self) -> str:
+        """Compact JSON, versioned; floats round-trip exactly, so a resumed bridge decides as this one would."""
+        doc: dict[str, Any] = {"v": FORMAT_VERSION}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "config":
+                value = {c.name: getattr(value, c.name) for c in fields(value)}
+            elif f.name == "ends":
+                value = list(value)
+            doc[f.name] = value
+        return json.dumps(doc, separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "BridgeState":
+        """The state `to_json` wrote; `BridgeDecodeError` (one line, naming the field) for anything else. Unknown
+        fields are ignored (a newer writer's additions)."""
+        try:
+            doc = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise BridgeDecodeError(f"not a bridge state: {exc}") from None
+        if not isinstance(doc, dict):
+            raise BridgeDecodeError("not a bridge state: not a JSON object")
+        if not isinstance(doc.get("v"), int) or isinstance(doc["v"], bool) or doc["v"] < 1:
+            raise BridgeDecodeError("not a bridge state: v: missing or not a version")
+        raw = doc.get("config")
+        if not isinstance(raw, dict):
+            raise BridgeDecodeError("not a bridge state: config: missing or not an object")
+        try:
+            config = BridgeConfig(**{f.name: _field(raw, f.name, _CONFIG_TYPES) for f in fields(BridgeConfig)})
+            values = {f.name: _field(doc, f.name, _STATE_TYPES) for f in fields(cls) if f.name != "config"}
+            values["ends"] = tuple(values["ends"])
+            state = cls(config=config, **values)
+        except (TypeError, ValueError) as exc:
+            raise BridgeDecodeError(f"not a bridge state: {exc}") from None
+        for name, allowed in _CHOICES.items():
+            value = getattr(state, name)
+            if value is not None and value not in allowed:
+                raise BridgeDecodeError(f"not a bridge state: {name}: {value!r} is not one of {', '.join(allowed)}")
+        return state
+
+
+class BridgeDecodeError(ValueError):
+    """A persisted bridge state this code cannot read."""
+
+
+# --- starting ------------------------------------------------------------------------------------------------------
+
+
+def start(
+    group_id: str,
+    member: Member | None,
+    *,
+    proof: str | None,
+    earlier_ends: Sequence[float],
+    now: float,
+    config: BridgeConfig,
+) -> "BridgeState | Refused":
+    """A bridge for `member`, whose app ended at `now` as `proof` shows, or why not.
+
+    `earlier_ends`: when the app ended before, not counting this end (any age: the window is applied here). The
+    first `step` (a `Tick`) sends the first heartbeat.
+    """
+    if not _is_proof(proof):
+        what = "no proof" if not proof else f"{proof!r} is not a proof"
+        return Refused(
+            "no-proof",
+            f"Not bridging: {what} that the app ended; silence never is, so a stalled but live member expires as it"
+            " would without vigil.",
+        )
+    ends = (*_within(sorted(t for t in earlier_ends if t < now), now, config.crash_window_seconds), now)
+    if len(ends) >= config.crash_loop_restarts:
+        return Refused("crash-loop", _crash_loop(len(ends), config))
+    if member is None or not member.member_id:
+        return Refused(
+            "no-member",
+            "Not bridging: the app never reported its member through the helper, so there is no generation to"
+            " heartbeat with.",
+        )
+    if member.instance_id is None or not member.instance_id:
+        return Refused(
+            "dynamic-member",
+            f"Not bridging member {member.member_id!r}: it has no group.instance.id, and a dynamic member that"
+            " rejoins gets a new member id and a rebalance anyway.",
+        )
+    if member.generation < 0:
+        return Refused(
+            "no-generation",
+            f"Not bridging member {member.member_id!r}: the app did not report its generation, so a heartbeat on"
+            " its behalf cannot be sent.",
+        )
+    return BridgeState(
+        config=config,
+        group_id=group_id,
+        member_id=member.member_id,
+        generation=member.generation,
+        instance_id=member.instance_id,
+        proof=proof,
+        started_at=now,
+        deadline=_at_least(now, config.max_bridge_seconds),
+        next_heartbeat_at=now,
+        ends=ends,
+    )
+
+
+# --- running ------------------------------------------------------------------------------------------------------
+
+
+def step(state: BridgeState, observation: Observation, now: float) -> tuple[BridgeState, list[Action]]:
+    """Take in one observation made at `now` and say what to do next.
+
+    The result ends with exactly one of: a request (its answer is the next observation), a `Wait`, or `Ended`.
+    After `Ended`, nothing: every later observation (a late answer) is ignored.
+    """
+    if state.ended is not None:
+        return state, []
+    state, ended = _observe(state, observation, now)
+    if ended is not None:
+        return ended
+    return _next(state, now)
+
+
+_Result = tuple[BridgeState, list[Action]]
+
+
+def _observe(  # noqa: PLR0911 - one case per observation type
+    state: BridgeState, observation: Observation, now: float
+) -> tuple[BridgeState, _Result | None]:
+    match observation:
+        case Tick():
+            return state, None
+        case HeartbeatAnswered(outcome=outcome):
+            if state.in_flight != "heartbeat":
+                return state, None  # an answer to nothing we are waiting for (after a `Resumed`)
+            return _heartbeat_answered(state.without_request(), outcome, now)
+        case RemoveAnswered(outcome=outcome):
+            if state.in_flight != "remove":
+                return state, None
+            return state, _remove_answered(state, outcome, now)
+        case Described(view=view):
+            return state, _described(state, view, now)
+        case AppEnded():
+            state = state.with_app_end(now)
+            if len(state.ends) < state.config.crash_loop_restarts or state.in_flight == "remove":
+                return state, None
+            return state, _end(state, "crash-loop", _crash_loop(len(state.ends), state.config), now)
+        case Resumed():
+            return state.without_request(), None
+    raise TypeError(f"not a bridge observation: {observation!r}")  # pragma: no cover - exhaustive above
+
+
+def _heartbeat_answered(  # noqa: PLR0911 - one case per reaction
+    state: BridgeState, outcome: Outcome, now: float
+) -> tuple[BridgeState, _Result | None]:
+    cfg = state.config
+    match outcome.reaction:
+        case Reaction.DONE:
+            return state.with_last_error(None), None
+        case Reaction.REFRESH_AND_RETRY if outcome.name == _COUNTED:
+            if cfg.on_foreign_rebalance == "remove":
+                return state.with_remove_due(now, "rebalance"), None
+            hold_end = state.deadline
+            if cfg.expected_return_seconds is not None:
+                hold_end = min(hold_end, _at_least(state.started_at, cfg.expected_return_seconds))
+            return state.with_remove_due(max(now, hold_end), "hold-ended"), None
+        case Reaction.REFRESH_AND_RETRY:
+            return state.with_remove_due(now, "generation-moved"), None
+        case Reaction.STOP | Reaction.NOTHING_TO_DO | Reaction.ALREADY_GONE:
+            if outcome.name in _REPLACED or outcome.reaction is Reaction.NOTHING_TO_DO:
+                reason = f"The app is back: instance id {state.instance_id!r} now belongs to a new member."
+                return state, _end(state, "rejoined", reason, now, outcome.name)
+            reason = f"The coordinator no longer has member {state.member_id!r} ({outcome.name}): nothing to keep."
+            return state, _end(state, "member-gone", reason, now, outcome.name)
+        case Reaction.RETRY_BACKOFF | Reaction.REDISCOVER_COORDINATOR:
+            return state.with_last_error(outcome.name), None  # keep trying until the deadline
+    reason = f"Kafka answered a heartbeat with {outcome.name}, which only a human can fix; the member expires."
+    return state, _end(state, "error", reason, now, outcome.name)
+
+
+def _remove_answered(state: BridgeState, outcome: Outcome, now: float) -> _Result:
+    pair = f"member {state.member_id!r} (instance {state.instance_id!r})"
+    match outcome.reaction:
+        case Reaction.DONE:
+            return _end(state, "removed", f"Removed the absent {pair} so the group can move on.", now, outcome.name)
+        case Reaction.ALREADY_GONE:
+            reason = f"The absent {pair} had already left the group when vigil removed it."
+            return _end(state, "member-gone", reason, now, outcome.name)
+        case Reaction.NOTHING_TO_DO:
+            reason = f"The app is back: instance id {state.instance_id!r} belongs to a new member, nothing removed."
+            return _end(state, "rejoined", reason, now, outcome.name)
+    reason = (
+        f"Removing the absent {pair} failed ({outcome.name}); heartbeats have stopped, so the coordinator expires it"
+        " at its session timeout."
+    )
+    return _end(state, "error", reason, now, outcome.name)
+
+
+def _described(state: BridgeState, view: GroupView, now: float) -> _Result | None:
+    if view.group_id != state.group_id or state.in_flight == "remove":
+        return None  # another group's view; or a Remove is in flight and its answer decides
+    holder = next((m for m in view.members if m.instance_id == state.instance_id), None)
+    if holder is not None and holder.member_id != state.member_id:
+        reason = f"The app is back: instance id {state.instance_id!r} now belongs to member {holder.member_id!r}."
+        return _end(state, "rejoined", reason, now)
+    if holder is None and view.member(state.member_id) is None:
+        reason = f"The group no longer has member {state.member_id!r}: it expired or was removed."
+        return _end(state, "member-gone", reason, now)
+    return None
+
+
+def _next(state: BridgeState, now: float) -> _Result:
+    if state.in_flight == "remove":
+        return state, [Wait(_wake(state, now))]
+    if state.remove_at is not None and now >= state.remove_at:
+        if state.in_flight is not None:
+            return state, [Wait(_wake(state, now))]  # one request at a time: the Remove follows this answer
+        return state.with_sent("remove", now), [
+            Remove(state.group_id, state.member_id, state.instance_id, _remove_reason(state, now))
+        ]
+    if now >= state.deadline:
+        reason = f"No sign of the app within maxBridgeSeconds ({state.config.max_bridge_seconds:g}s); heartbeats"
+        reason += " stop and the member expires at its session timeout."
+        return _end(state, "deadline", reason, now, state.last_error)
+    if state.in_flight is None and now >= state.next_heartbeat_at:
+        state = state.with_sent("heartbeat", now)
+        return state, [SendHeartbeat(state.group_id, state.member_id, state.generation, state.instance_id)]
+    return state, [Wait(_wake(state, now))]
+
+
+def _wake(state: BridgeState, now: float) -> float:
+    """The next moment something is due; a waiting request's answer comes sooner. Never `now` or earlier: past the
+    deadline with a Remove in flight, wake an interval later (nothing to do but wait)."""
+    due = [state.deadline]
+    if state.in_flight is None:
+        due.append(state.next_heartbeat_at)
+    if state.remove_at is not None:
+        due.append(state.remove_at)
+    future = [t for t in due if t > now]
+    return min(future) if future else now + state.config.heartbeat_interval
+
+
+def _end(state: BridgeState, outcome: EndOutcome, reason: str, now: float, kafka_error: str | None = None) -> _Result:
+    ended = Ended(outcome, reason, state.seconds_bridged(now), state.heartbeats_sent, kafka_error)
+    return state.with_ended(outcome), [ended]
+
+
+def _remove_reason(state: BridgeState, now: float) -> str:
+    who = f"vigil: static member {state.instance_id} restarting for {state.seconds_bridged(now):.1f}s"
+    match state.remove_cause:
+        case "hold-ended":
+            return f"{who}, not back by the end of the hold"
+        case "generation-moved":
+            return f"{who}, left behind by a new generation"
+    return f"{who}, absent from a rebalance (onForeignRebalance: remove)"
+
+
+def _crash_loop(count: int, config: BridgeConfig) -> str:
+    return (
+        f"Not bridging: the app ended {count} times within {config.crash_window_seconds:g}s, a crash loop; its member"
+        " expires and its partitions move on."
+    )
+
+
+def _is_proof(value: str | None) -> TypeGuard[Proof]:
+    return value in PROOFS
+
+
+def _within(times: Sequence[float], now: float, window: float) -> tuple[float, ...]:
+    return tuple(t for t in times if now - t < window)
+
+
+def _at_least(start: float, span: float) -> float:
+    """The first `t` with `t - start >= span` in floating point (as `watchdog.timers.first_at`): a deadline or a
+    heartbeat "one interval later" is then never a hair early when measured as a difference."""
+    at = start + span
+    while at - start < span:
+        at = math.nextafter(at, math.inf)
+    return at
+
+
+# --- decoding ------------------------------------------------------------------------------------------------------
+
+_NUM = (int, float)
+_CONFIG_TYPES: Final[dict[str, tuple[type, ...]]] = {
+    "heartbeat_interval": _NUM,
+    "max_bridge_seconds": _NUM,
+    "on_foreign_rebalance": (str,),
+    "expected_return_seconds": (*_NUM, type(None)),
+    "crash_window_seconds": _NUM,
+    "crash_loop_restarts": (int,),
+}
+_STATE_TYPES: Final[dict[str, tuple[type, ...]]] = {
+    "group_id": (str,),
+    "member_id": (str,),
+    "generation": (int,),
+    "instance_id": (str,),
+    "proof": (str,),
+    "started_at": _NUM,
+    "deadline": _NUM,
+    "next_heartbeat_at": _NUM,
+    "ends": (list,),
+    "heartbeats_sent": (int,),
+    "in_flight": (str, type(None)),
+    "remove_at": (*_NUM, type(None)),
+    "remove_cause": (str, type(None)),
+    "last_error": (str, type(None)),
+    "ended": (str, type(None)),
+}
+_CHOICES: Final[dict[str, tuple[str, ...]]] = {
+    "proof": PROOFS,
+    "in_flight": get_args(Request),
+    "remove_cause": get_args(RemoveCause),
+    "ended": END_OUTCOMES,
+}
+
+
+def _field(doc: dict[str, Any], name: str, types: dict[str, tuple[type, ...]]) -> Any:
+    if name not in doc:
+        raise ValueError(f"{name}: missing")
+    value: Any = doc[name]
+    if isinstance(value, bool) or not isinstance(value, types[name]):
+        raise ValueError(f"{name}: {value!r} has the wrong type")
+    if isinstance(value, list) and not all(isinstance(t, _NUM) and not isinstance(t, bool) for t in value):
+        raise ValueError(f"{name}: not a list of times")
+    return value
