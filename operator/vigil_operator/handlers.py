@@ -127,6 +127,8 @@ def resyncs(*, memo: Any, **_: Any) -> int:
 
 @kopf.on.probe(id="kafka_requests")
 def kafka_requests(*, memo: Any, **_: Any) -> int:
-    """Broker requests sent since start (describe, offsets, end offsets; cluster id and limits when refreshed)."""
+    """Broker requests vigil asked for since start: describe, offset fetch and end offsets per resync, cluster id and
+    limits when refreshed. The admin client's own FindCoordinator lookups are not counted: the broker sees one more
+    request per group per resync (bench/RESULTS.md, "Operator at scale")."""
     runtime = memo.get("runtime")
     return runtime.brokers.requests() if isinstance(runtime, Runtime) else 0
