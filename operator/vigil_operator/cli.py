@@ -54,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # kafka-python is chatty; vigil reports failures itself
+    if not args.verbose:  # one "Timer 'resync' succeeded" per group per resync is noise at scale; failures still show
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     import kopf  # noqa: PLC0415 - after the environment is set: the handlers read it at import
 
     importlib.import_module("vigil_operator.handlers")

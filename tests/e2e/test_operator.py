@@ -479,11 +479,13 @@ def test_of_two_peered_operators_one_acts(
         args=["--priority", "20"],
     )
     try:
-        wait_for(lambda: high.log_text().count("Timer 'resync'"), lambda n: n >= 2, timeout=60, what="high resyncs")
-        assert "Pausing operations in favour of" in low.log_text()
-        settled = low.log_text().count("'resync'")
-        wait_for(lambda: high.log_text().count("Timer 'resync'"), lambda n: n >= 4, timeout=60, what="more resyncs")
-        assert low.log_text().count("'resync'") == settled
+        wait_for(high.resyncs, lambda n: n >= 2, timeout=60, what="the high-priority operator resyncing")
+        wait_for(
+            lambda: low.log_text(), lambda t: "Pausing operations in favour of" in t, timeout=30, what="low paused"
+        )
+        settled = low.resyncs()
+        wait_for(high.resyncs, lambda n: n >= 4, timeout=60, what="more resyncs by the high-priority operator")
+        assert low.resyncs() == settled
     finally:
         low.stop()
         high.stop()

@@ -1,5 +1,6 @@
 """Run `vigil operator` as a real process against the real apiserver, for e2e tests and the benchmark."""
 
+import json
 import sys
 import urllib.error
 import urllib.request
@@ -25,6 +26,19 @@ class RunningOperator:
                 return bool(response.status == 200)
         except (urllib.error.URLError, OSError):
             return False
+
+    def probe(self) -> dict[str, object]:
+        """The liveness endpoint's JSON (kopf's probe results: `resyncs`, `kafka_requests`); {} when down."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2) as response:
+                result: dict[str, object] = json.loads(response.read())
+                return result
+        except (urllib.error.URLError, OSError, ValueError):
+            return {}
+
+    def resyncs(self) -> int:
+        value = self.probe().get("resyncs", 0)
+        return value if isinstance(value, int) else 0
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
