@@ -480,9 +480,7 @@ def test_of_two_peered_operators_one_acts(
     )
     try:
         wait_for(high.resyncs, lambda n: n >= 2, timeout=60, what="the high-priority operator resyncing")
-        wait_for(
-            lambda: low.log_text(), lambda t: "Pausing operations in favour of" in t, timeout=30, what="low paused"
-        )
+        wait_for(low.log_text, lambda t: "Pausing operations in favour of" in t, timeout=30, what="low paused")
         settled = low.resyncs()
         wait_for(high.resyncs, lambda n: n >= 4, timeout=60, what="more resyncs by the high-priority operator")
         assert low.resyncs() == settled
