@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from vigil_core import rules
 from vigil_core.errors import ConfigError
 from vigil_core.kafka.security import KafkaConnection, describe_validation_error
+from vigil_sidecar.bridge.engine import BridgeConfig
 from vigil_sidecar.watchdog.state import StallAction, WatchdogConfig
 
 ENV_PREFIX = "VIGIL_"
@@ -25,6 +26,19 @@ class BudgetMode(StrEnum):
     max_concurrent_evictions per cooldown, none in a systemic stall. Without API access: alert only."""
     NONE = "none"
     """No budget: every sidecar evicts on its own. Only for a single consumer outside Kubernetes (and tests)."""
+
+
+class ForeignRebalance(StrEnum):
+    """What a running bridge does when someone else starts a rebalance (the CRD's `onForeignRebalance`)."""
+
+    REMOVE = "remove"
+    """Compare-and-remove the absent member at once, so the rebalance completes now (no second one later)."""
+    HOLD = "hold"
+    """Keep heartbeating until the app's expected return (at most the deadline), then remove."""
+
+
+#: The client's `heartbeat.interval.ms` default (librdkafka and Java: 3 s): the bridge's pace when unset.
+CLIENT_DEFAULT_HEARTBEAT_SECONDS = 3.0
 
 
 class Signal(StrEnum):
@@ -84,12 +98,62 @@ class SidecarSettings(BaseModel):
     """Where events go ("" turns them off); created by its owner, never by vigil."""
     cluster: str = "kafka"
     """A name for the Kafka cluster in events."""
+    bridge_enabled: bool = False
+    """Heartbeat for this static member while its app is known to be restarting (issue #6): the helper's
+    connection closing is the proof; silence never is."""
+    max_bridge_seconds: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 120.0
+    """A bridge gives up this long after the app ended; the member then expires at its session timeout."""
+    on_foreign_rebalance: ForeignRebalance = ForeignRebalance.REMOVE
+    """What a bridge does when someone else starts a rebalance: remove (default) or hold."""
+    expected_return_seconds: Seconds | None = None
+    """How long the app usually takes to come back (ends a hold; default: the bridge's deadline)."""
 
     @model_validator(mode="after")
     def _ports_differ(self) -> "SidecarSettings":
         if self.beacon_port == self.health_port and self.beacon_bind == self.health_bind:
             raise ValueError(f"{ENV_PREFIX}BEACON_PORT and {ENV_PREFIX}HEALTH_PORT must differ on one address")
         return self
+
+    @model_validator(mode="after")
+    def _bridge_can_work(self) -> "SidecarSettings":
+        if not self.bridge_enabled:
+            return self
+        needs = f"bridging ({ENV_PREFIX}BRIDGE_ENABLED)"
+        if self.signal is not Signal.BEACON:
+            raise ValueError(
+                f"{ENV_PREFIX}SIGNAL: {needs} needs the beacon signal: the app helper's connection is the proof the"
+                f" app ended, and its beacons give the generation; got {self.signal.value!r}"
+            )
+        if not self.instance_id:
+            raise ValueError(
+                f"{ENV_PREFIX}INSTANCE_ID: {needs} needs a static member (its group.instance.id): a dynamic member"
+                " rejoins under a new member id, with a rebalance anyway"
+            )
+        if self.group_protocol is not rules.GroupProtocol.CLASSIC:
+            raise ValueError(
+                f"{ENV_PREFIX}GROUP_PROTOCOL: {needs} sends the classic Heartbeat, so it needs the classic protocol;"
+                f" got {self.group_protocol.value!r}"
+            )
+        if self.heartbeat_interval_seconds is None and self.session_timeout_seconds <= CLIENT_DEFAULT_HEARTBEAT_SECONDS:
+            raise ValueError(
+                f"{ENV_PREFIX}HEARTBEAT_INTERVAL_SECONDS: unset, so {needs} heartbeats every"
+                f" {CLIENT_DEFAULT_HEARTBEAT_SECONDS:g}s (the client's default), not below"
+                f" {ENV_PREFIX}SESSION_TIMEOUT_SECONDS ({self.session_timeout_seconds:g}s); set the app's interval"
+            )
+        if self.bridge_heartbeat_interval >= self.max_bridge_seconds:
+            raise ValueError(
+                f"{ENV_PREFIX}MAX_BRIDGE_SECONDS: {self.max_bridge_seconds:g}s leaves no room for a second heartbeat"
+                f" (interval {self.bridge_heartbeat_interval:g}s)"
+            )
+        return self
+
+    @property
+    def bridge_heartbeat_interval(self) -> float:
+        """The app's heartbeat interval, the pace the coordinator knows from this member: the client's 3 s
+        default when `heartbeat_interval_seconds` is unset."""
+        if self.heartbeat_interval_seconds is not None:
+            return self.heartbeat_interval_seconds
+        return CLIENT_DEFAULT_HEARTBEAT_SECONDS
 
     @property
     def stall_action(self) -> StallAction:
@@ -116,6 +180,15 @@ class SidecarSettings(BaseModel):
             session_timeout=self.session_timeout_seconds,
             action=self.stall_action,
             instance_id=self.instance_id,
+        )
+
+    def bridge(self) -> BridgeConfig:
+        """The settings every bridge of this sidecar starts with."""
+        return BridgeConfig(
+            heartbeat_interval=self.bridge_heartbeat_interval,
+            max_bridge_seconds=self.max_bridge_seconds,
+            on_foreign_rebalance=self.on_foreign_rebalance.value,
+            expected_return_seconds=self.expected_return_seconds,
         )
 
     def timings(self) -> rules.ClientTimings:
@@ -145,6 +218,10 @@ NO_BROKER_LIMITS = rules.BrokerLimits(
 )
 
 
+#: Settings whose empty value, set explicitly, means "off" (elsewhere an empty variable is an unset one).
+EMPTY_MEANS_OFF = frozenset({"events_topic"})
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -164,14 +241,16 @@ def load(
     flags = parse_args(argv)
     values: dict[str, str] = {}
     for name in SidecarSettings.model_fields:
-        value = flags.get(name, env.get(f"{ENV_PREFIX}{name.upper()}", ""))
-        if value != "":
+        value = flags.get(name, env.get(f"{ENV_PREFIX}{name.upper()}"))
+        if value is not None and (value != "" or name in EMPTY_MEANS_OFF):
             values[name] = value
     try:
         settings = SidecarSettings.model_validate(values)
     except ValidationError as exc:
         problem = describe_validation_error(exc, prefix=ENV_PREFIX)
         name = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
+        if not name:  # a rule across fields: its message starts with the variable it blames
+            name = problem.partition(":")[0].removeprefix(ENV_PREFIX).lower()
         if name in flags:
             problem = problem.replace(f"{ENV_PREFIX}{name.upper()}", _flag(name), 1)
         raise ConfigError(problem) from None

@@ -24,3 +24,27 @@ class Metrics:
             "1 while /v1/probe/app fails (a restart was decided)",
             registry=self.registry,
         )
+        # the app's end (its helper's connection) and the heartbeat bridge (issue #6)
+        self.app_holds = Gauge(
+            "vigil_sidecar_app_holds", "Open helper connections (each closes when its app process ends)",
+            registry=self.registry,
+        )  # fmt: skip
+        self.app_ends = Counter(
+            "vigil_sidecar_app_ends", "App processes seen ending (helper connection closed)", registry=self.registry
+        )
+        self.bridges_started = Counter(
+            "vigil_sidecar_bridges_started", "Heartbeat bridges started, by proof", ["proof"], registry=self.registry
+        )
+        self.bridges_refused = Counter(
+            "vigil_sidecar_bridges_refused", "App ends not bridged, by cause", ["cause"], registry=self.registry
+        )
+        self.bridges_ended = Counter(
+            "vigil_sidecar_bridges_ended", "Heartbeat bridges ended, by outcome", ["outcome"], registry=self.registry
+        )
+        self.bridged_seconds = Counter(
+            "vigil_sidecar_bridged_seconds", "Seconds spent bridging (added when a bridge ends)", registry=self.registry
+        )
+        self.bridge_heartbeats = Counter(
+            "vigil_sidecar_bridge_heartbeats", "Heartbeats sent on behalf of an ended app", registry=self.registry
+        )
+        self.bridging = Gauge("vigil_sidecar_bridging", "1 while a bridge runs", registry=self.registry)

@@ -12,16 +12,18 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from vigil_core import events, identity
 from vigil_core.kafka.event_sink import EventSink
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
+from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
+from vigil_sidecar.bridge import engine as bridge
 from vigil_sidecar.budget import ledger
 from vigil_sidecar.budget.lease_api import BudgetPolicy, BudgetUnavailable, LeaseApi, publish, request_permit
 from vigil_sidecar.config import BudgetMode, SidecarSettings, Signal
@@ -47,6 +49,14 @@ from vigil_sidecar.watchdog.state import (
 )
 
 log = logging.getLogger("vigil.sidecar")
+
+BridgeRequest = bridge.SendHeartbeat | bridge.Remove
+
+#: The bridge's GroupClient retries this few times itself (a moved coordinator is found again once): the engine
+#: sets the pace, one heartbeat per interval, and a client retrying for longer would delay the next one.
+BRIDGE_CLIENT_ATTEMPTS = 2
+#: App ends further back than this are forgotten (the engine's crash window is at most this).
+APP_ENDS_KEPT_SECONDS = 3600.0
 
 
 class Sidecar:
@@ -76,6 +86,19 @@ class Sidecar:
         self._tasks: set[asyncio.Task[None]] = set()
         self._stall_reported: tuple[str, str | None] | None = None
         """The (member id, instance id) of the last stall-detected event until the app polls again."""
+        self.stopping = False
+        """Set when the sidecar itself shuts down: helper connections it closes then are no end of the app."""
+        self.last_beacon: Beacon | None = None
+        """The app's last beacon as received (the watchdog may not have taken it in yet): the member to bridge."""
+        self._holds: dict[object, int] = {}
+        """Open helper connections per app process (by the token or pid it reported)."""
+        self._app_ends: list[float] = []
+        """When the app ended (monotonic), oldest first: the engine's crash-loop input."""
+        self._bridge: BridgeRunner | None = None
+        self._bridge_task: asyncio.Task[None] | None = None
+        self._bridge_client: GroupClient | None = None
+        self.last_bridge: dict[str, Any] | None = None
+        """The last bridge that ended, or the last refusal: for /v1/status."""
 
     # -- inputs ------------------------------------------------------------------------------------------------
     def beacon(self, beacon: Beacon, transport: str) -> None:
@@ -86,6 +109,7 @@ class Sidecar:
             self._emit(events.StallEnded, {"stalled_for_ms": round(stalled * 1000)}, member=self._stall_reported)
             self._stall_reported = None
         self.last_beacon_at = now
+        self.last_beacon = beacon
         if self.app_probe_failing:  # the app polls again: the restart it needed has happened
             self.app_probe_failing = False
             self.metrics.app_probe_failing.set(0)
@@ -102,7 +126,8 @@ class Sidecar:
             self.loop_alive_at = now = time.monotonic()
             if self.last_beacon_at is not None:
                 self.metrics.poll_age.set(now - self.last_beacon_at)
-            self.state, actions = watchdog.decide(self.state, observation, now)
+            self._bridge_observes(observation)
+            self.state, actions = watchdog.decide(self._silence_bridged(), observation, now)
             self._wake_at = None
             for action in actions:
                 self._carry_out(action)
@@ -145,6 +170,189 @@ class Sidecar:
                     self._stall_event(self.state.member.member_id, self.state.member.instance_id, "alert")
             case _:
                 raise TypeError(f"unknown watchdog action {action!r}")
+
+    # -- the app's end and the heartbeat bridge (issue #6) -----------------------------------------------------
+    def hold_opened(self, process: object) -> None:
+        """A helper connection opened (`process`: the app process as it named itself, else the connection)."""
+        self._holds[process] = self._holds.get(process, 0) + 1
+        self.metrics.app_holds.set(sum(self._holds.values()))
+
+    def hold_closed(self, process: object) -> None:
+        """A helper connection closed: the app process ended once its last one is gone, unless the sidecar itself
+        is stopping (it closed them)."""
+        left = self._holds.get(process, 1) - 1
+        if left > 0:
+            self._holds[process] = left
+        else:
+            self._holds.pop(process, None)
+        self.metrics.app_holds.set(sum(self._holds.values()))
+        if left <= 0 and not self.stopping:
+            self._app_ended(time.monotonic())
+
+    def _app_ended(self, now: float) -> None:
+        self.metrics.app_ends.inc()
+        earlier = tuple(self._app_ends)
+        self._app_ends = [t for t in self._app_ends if now - t < APP_ENDS_KEPT_SECONDS] + [now]
+        beacon = self.last_beacon
+        who = "no member reported" if beacon is None else f"last member {beacon.member_id!r}"
+        log.info("the app ended: its helper connection closed (%s)", who)
+        if self._bridge is not None:
+            self._bridge.observe(bridge.AppEnded())  # a new end while bridged (crash loop?)
+            return
+        if not self.settings.bridge_enabled:
+            return
+        member = None if beacon is None else bridge.Member(beacon.member_id, beacon.generation, beacon.instance_id)
+        started = bridge.start(
+            self.settings.group_id,
+            member,
+            proof="helper-connection-closed",
+            earlier_ends=earlier,
+            now=now,
+            config=self.settings.bridge(),
+        )
+        if isinstance(started, bridge.Refused):
+            self.metrics.bridges_refused.labels(started.cause).inc()
+            self._say_once("bridge", started.message)
+            self.last_bridge = {"state": "refused", "cause": started.cause, "message": started.message,
+                                "at": _utc_now().isoformat()}  # fmt: skip
+            return
+        self._said.pop("bridge", None)
+        self._start_bridge(started, now)
+
+    def _start_bridge(self, state: bridge.BridgeState, now: float) -> None:
+        self.metrics.bridges_started.labels(state.proof).inc()
+        self.metrics.bridging.set(1)
+        cfg = state.config
+        log.warning(
+            "bridging member %s (instance %s, generation %d): the app ended (%s); heartbeats every %gs for at most"
+            " %gs, foreign rebalance: %s",
+            state.member_id, state.instance_id, state.generation, state.proof, cfg.heartbeat_interval,
+            cfg.max_bridge_seconds, cfg.on_foreign_rebalance,
+        )  # fmt: skip
+        self._emit(
+            events.BridgeStarted,
+            {
+                "generation": state.generation,
+                "proof": state.proof,
+                "deadline": _utc_now() + timedelta(seconds=state.deadline - now),
+            },
+            member=(state.member_id, state.instance_id),
+        )
+        runner = BridgeRunner(state, self._bridge_send)
+        self._bridge = runner
+
+        async def run() -> None:
+            ended = await runner.run()
+            self._bridge_ended(
+                runner.state, outcome=ended.outcome, reason=ended.reason, seconds=ended.seconds_bridged,
+                heartbeats=ended.heartbeats_sent, kafka_error=ended.kafka_error,
+            )  # fmt: skip
+
+        task = asyncio.create_task(run())
+        task.add_done_callback(_report_crash)
+        self._bridge_task = task
+
+    def _bridge_ended(
+        self,
+        state: bridge.BridgeState,
+        *,
+        outcome: str,
+        reason: str,
+        seconds: float,
+        heartbeats: int,
+        kafka_error: str | None,
+    ) -> None:
+        self._bridge = self._bridge_task = None
+        self.metrics.bridging.set(0)
+        self.metrics.bridges_ended.labels(outcome).inc()
+        self.metrics.bridged_seconds.inc(seconds)
+        log.warning(
+            "bridge of member %s ended: %s after %.1fs and %d heartbeats%s: %s",
+            state.member_id, outcome, seconds, heartbeats, f" ({kafka_error})" if kafka_error else "", reason,
+        )  # fmt: skip
+        self.last_bridge = {
+            "state": "ended",
+            "outcome": outcome,
+            "reason": reason,
+            "member_id": state.member_id,
+            "instance_id": state.instance_id,
+            "generation": state.generation,
+            "seconds_bridged": round(seconds, 3),
+            "heartbeats_sent": heartbeats,
+            "kafka_error": kafka_error,
+            "at": _utc_now().isoformat(),
+        }
+        self._emit(
+            events.BridgeEnded,
+            {
+                "outcome": outcome,
+                "heartbeats_sent": heartbeats,
+                "bridged_ms": round(seconds * 1000),
+                "kafka_error": kafka_error,
+            },
+            member=(state.member_id, state.instance_id),
+        )
+
+    def _stop_bridge(self) -> None:
+        """The sidecar is stopping (SIGTERM: the pod is going away): end a running bridge where it is, no Remove."""
+        runner, task = self._bridge, self._bridge_task
+        if runner is None:
+            return
+        if task is not None:
+            task.cancel()
+        state = runner.state
+        seconds = state.seconds_bridged(time.monotonic())
+        reason = "The sidecar stopped (the pod is going away): heartbeats stop, the member expires at its session"
+        reason += " timeout unless the app is back."
+        self._bridge_ended(
+            state, outcome=STOPPED, reason=reason, seconds=seconds, heartbeats=state.heartbeats_sent,
+            kafka_error=state.last_error,
+        )  # fmt: skip
+
+    async def _bridge_send(self, request: BridgeRequest) -> Outcome:
+        api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
+        if api is Api.HEARTBEAT:
+            self.metrics.bridge_heartbeats.inc()
+        outcome = await asyncio.get_running_loop().run_in_executor(self._worker, self._bridge_request, request)
+        self.metrics.requests.labels(api.value, outcome.name).inc()
+        return outcome
+
+    def _bridge_request(self, request: BridgeRequest) -> Outcome:
+        """On the worker thread: one Heartbeat or compare-and-remove, every failure as an Outcome."""
+        api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
+        try:
+            if self._bridge_client is None:
+                self._bridge_client = GroupClient(
+                    self.connection,
+                    client_id=f"vigil-sidecar-{self.settings.pod_name}",
+                    max_attempts=BRIDGE_CLIENT_ATTEMPTS,
+                )
+            client = self._bridge_client
+            if isinstance(request, bridge.SendHeartbeat):
+                return client.heartbeat(request.group_id, request.generation, request.member_id, request.instance_id)
+            outcome = client.remove_member(request.group_id, request.member_id, request.instance_id, request.reason)
+            log.warning("bridge removed member %s: %s (%s)", request.member_id, outcome.name, request.reason)
+            return outcome
+        except GroupClientError as exc:
+            return exc.outcome
+        except (ConnectionError, OSError) as exc:
+            log.warning("bridge %s: %s", api.value, exc)
+            return classify(api, TRANSPORT_ERROR)
+
+    def _bridge_observes(self, observation: Observation) -> None:
+        """A view the watchdog took anyway may show the app back (a new member under the instance id) or the member
+        gone, before the next heartbeat's answer does."""
+        if self._bridge is not None and isinstance(observation, DescribeResult):  # noqa: SIM102 - one per line
+            if isinstance(observation.result, GroupView):
+                self._bridge.observe(bridge.Described(observation.result))
+
+    def _silence_bridged(self) -> WatchdogState:
+        """While the app that ended is bridged, its silence is no stall (the app is known dead, not stuck): the
+        watchdog must neither evict nor restart for it. A beacon from another member (the app is back) is watched
+        as usual."""
+        runner, state = self._bridge, self.state
+        same = runner is not None and state.beacon is not None and state.beacon.member_id == runner.state.member_id
+        return state.with_handled() if same and not state.stall_handled else state
 
     # -- the eviction budget ------------------------------------------------------------------------------------
     def _open_budget(self) -> None:
@@ -418,9 +626,34 @@ class Sidecar:
             "budget": self.settings.budget.value
             if self._budget_problem is None
             else f"unavailable ({self._budget_problem.cause}): alert only",
+            "app": {"helper_connections": sum(self._holds.values()), "ends": len(self._app_ends)},
+            "bridge_enabled": self.settings.bridge_enabled,
+            "bridge": self._bridge_status(now),
+        }
+
+    def _bridge_status(self, now: float) -> dict[str, Any] | None:
+        if self._bridge is None:
+            return self.last_bridge
+        state = self._bridge.state
+        holding = state.holding_until
+        return {
+            "state": "running",
+            "member_id": state.member_id,
+            "instance_id": state.instance_id,
+            "generation": state.generation,
+            "proof": state.proof,
+            "seconds_bridged": round(state.seconds_bridged(now), 3),
+            "deadline_in_seconds": round(max(0.0, state.deadline - now), 3),
+            "heartbeats_sent": state.heartbeats_sent,
+            "in_flight": state.in_flight,
+            "remove_due_in_seconds": None if state.remove_at is None else round(max(0.0, state.remove_at - now), 3),
+            "holding": holding is not None,
+            "last_error": state.last_error,
         }
 
     def close(self) -> None:
+        self.stopping = True
+        self._stop_bridge()
         for task in self._tasks:
             task.cancel()
         if self._sampler is not None:
@@ -431,6 +664,81 @@ class Sidecar:
         if self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.close()
+        if self._bridge_client is not None:
+            with contextlib.suppress(Exception):
+                self._bridge_client.close()
+
+
+class BridgeRunner:
+    """Runs one `bridge.engine` state to its end on the event loop: `SendHeartbeat` and `Remove` through `send` (on
+    the Kafka worker thread), `Wait` as a timer, `Ended` as `run`'s result. Observations from outside (a view the
+    watchdog took, a new end of the app) come in through `observe` and are stepped in arrival order with the
+    answers, on `clock` (monotonic seconds: a sidecar's bridge is never persisted). Here rather than in the
+    `bridge` package, which holds only the pure engine (its tests check it imports no I/O)."""
+
+    def __init__(
+        self,
+        state: bridge.BridgeState,
+        send: Callable[[BridgeRequest], Awaitable[Outcome]],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._state = state
+        self._send = send
+        self._clock = clock
+        self._queue: asyncio.Queue[bridge.Observation] = asyncio.Queue()
+        self._request: asyncio.Task[None] | None = None
+
+    @property
+    def state(self) -> bridge.BridgeState:
+        return self._state
+
+    def observe(self, observation: bridge.Observation) -> None:
+        """Something seen outside the bridge (`Described`, `AppEnded`): stepped after what is already queued."""
+        self._queue.put_nowait(observation)
+
+    async def run(self) -> bridge.Ended:
+        """Step until the engine says `Ended`; cancelling stops it where it is (the in-flight request is dropped)."""
+        observation: bridge.Observation = bridge.Tick()
+        try:
+            while True:
+                self._state, actions = bridge.step(self._state, observation, self._clock())
+                wake: float | None = None
+                for action in actions:
+                    match action:
+                        case bridge.SendHeartbeat() | bridge.Remove():
+                            self._start(action)
+                        case bridge.Wait(until=until):
+                            wake = until
+                        case bridge.Ended():
+                            return action
+                observation = await self._next(wake)
+        finally:
+            if self._request is not None and not self._request.done():
+                self._request.cancel()
+
+    def _start(self, request: BridgeRequest) -> None:
+        async def answer() -> None:
+            try:
+                outcome = await self._send(request)
+            except Exception as exc:  # noqa: BLE001 - an answer must come, or the bridge would wait forever
+                log.warning("bridge %s failed: %r", type(request).__name__, exc)
+                api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
+                outcome = classify(api, TRANSPORT_ERROR)
+            if isinstance(request, bridge.SendHeartbeat):
+                self._queue.put_nowait(bridge.HeartbeatAnswered(outcome))
+            else:
+                self._queue.put_nowait(bridge.RemoveAnswered(outcome))
+
+        self._request = asyncio.create_task(answer())
+
+    async def _next(self, wake: float | None) -> bridge.Observation:
+        if wake is None:  # a request is in flight: its answer (or something observed) comes next
+            return await self._queue.get()
+        timeout = max(0.0, wake - self._clock())
+        with contextlib.suppress(TimeoutError):
+            return await asyncio.wait_for(self._queue.get(), timeout)
+        return bridge.Tick()
 
 
 def _report_crash(task: "asyncio.Task[None]") -> None:
@@ -438,6 +746,9 @@ def _report_crash(task: "asyncio.Task[None]") -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("a background task of the sidecar stopped: %r", task.exception())
 
+
+#: How a bridge ended when the sidecar stopped under it (not the engine's: it never decided; the event's outcome).
+STOPPED = "stopped"
 
 #: The code of a LeaveGroup vigil did not send (the budget refused it): below Kafka's and TRANSPORT_ERROR's.
 BUDGET_REFUSED = -3

@@ -1,13 +1,16 @@
 """The sidecar's two listeners.
 
 - beacon (loopback, or the pod's own loopback address on the fakelet): `POST /v1/beacon` and the same JSON as a
-  UDP datagram on the same port number;
+  UDP datagram on the same port number; `POST /v1/hold`, the helper's idle connection for the life of the app
+  process (a chunked body that never ends: its first line `{"pid": N, "process": token}`), whose close is the
+  proof the app ended;
 - health (the pod IP: the kubelet probes it): `/livez` (the sidecar's own loop), `/v1/probe/app` (fails only
   after a positive restart decision; the app container's liveness probe points here by numeric port),
   `/metrics`, `/v1/status`.
 """
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -51,9 +54,55 @@ def beacon_app(sidecar: Sidecar) -> web.Application:
             return web.json_response({"error": problem}, status=400)
         return web.Response(status=204)
 
+    holds: set[asyncio.BaseTransport] = set()
+
+    async def post_hold(request: web.Request) -> web.Response:
+        """Wait on the body until the app's end closes the connection (or it ends the body); never answer first."""
+        process: object = object()  # this connection alone, unless it names its process
+        transport = request.transport
+        if transport is not None:
+            holds.add(transport)
+        opened = False
+        try:
+            with contextlib.suppress(ValueError):  # a first line over the limit: no pid, still a hold
+                process = _hold_process(await request.content.readline()) or process
+            sidecar.hold_opened(process)
+            opened = True
+            while await request.content.readany():
+                pass  # nothing more is expected; anything is ignored
+        except Exception:  # noqa: BLE001, S110 - reset, truncated chunk: every way a connection ends is the end
+            pass
+        finally:
+            if transport is not None:
+                holds.discard(transport)
+            if opened:
+                sidecar.hold_closed(process)
+        return web.Response(status=204)
+
+    async def release_holds(_: web.Application) -> None:
+        """The sidecar is stopping: the holds it closes now are not the app's end (the app reconnects)."""
+        sidecar.stopping = True
+        for transport in list(holds):
+            transport.close()
+
     app = web.Application(client_max_size=MAX_BEACON_BYTES + 1)
     app.router.add_post("/v1/beacon", post_beacon)
+    app.router.add_post("/v1/hold", post_hold)
+    app.on_shutdown.append(release_holds)
     return app
+
+
+def _hold_process(line: bytes) -> str | None:
+    """The app process a hold's first line names (`{"pid": 1234, "process": "<token>"}`): its token, else its pid
+    (pids repeat across containers, so the helper sends a token too); None if it names none."""
+    try:
+        doc = json.loads(line)
+        token, pid = doc.get("process"), doc.get("pid")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(token, str) and 0 < len(token) <= 64:
+        return token
+    return f"pid {pid}" if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
 
 
 def health_app(sidecar: Sidecar) -> web.Application:

@@ -7,6 +7,7 @@ import pytest
 
 from vigil_core.errors import ConfigError
 from vigil_sidecar import config
+from vigil_sidecar.bridge.engine import BridgeConfig
 from vigil_sidecar.watchdog.state import StallAction
 
 BASE = {"VIGIL_GROUP_ID": "orders", "VIGIL_POD_NAME": "orders-0", "VIGIL_KAFKA_BOOTSTRAP_SERVERS": "k:9092"}
@@ -26,6 +27,32 @@ def test_the_progress_signal_alerts_by_default_and_obeys_an_explicit_action() ->
     assert config.load(BASE | {"VIGIL_SIGNAL": "progress"})[0].stall_action is StallAction.ALERT
     explicit = BASE | {"VIGIL_SIGNAL": "progress", "VIGIL_ACTION": "leave-group"}
     assert config.load(explicit)[0].stall_action is StallAction.LEAVE_GROUP
+
+
+def test_bridging_is_off_by_default_and_paced_by_the_apps_heartbeat() -> None:
+    settings, _, _ = config.load(BASE)
+    assert settings.bridge_enabled is False
+    assert settings.bridge() == BridgeConfig(heartbeat_interval=3.0, max_bridge_seconds=120.0)  # client default
+    on = BASE | {
+        "VIGIL_BRIDGE_ENABLED": "true",
+        "VIGIL_INSTANCE_ID": "orders-0",
+        "VIGIL_HEARTBEAT_INTERVAL_SECONDS": "1",
+        "VIGIL_SESSION_TIMEOUT_SECONDS": "6",
+        "VIGIL_MAX_BRIDGE_SECONDS": "90",
+        "VIGIL_ON_FOREIGN_REBALANCE": "hold",
+        "VIGIL_EXPECTED_RETURN_SECONDS": "20",
+    }
+    settings, _, _ = config.load(on)
+    assert settings.bridge_enabled is True
+    assert settings.bridge() == BridgeConfig(
+        heartbeat_interval=1.0, max_bridge_seconds=90.0, on_foreign_rebalance="hold", expected_return_seconds=20.0
+    )
+
+
+def test_an_empty_events_topic_turns_events_off_and_an_absent_one_is_the_default() -> None:
+    assert config.load(BASE)[0].events_topic == "vigil.events"
+    assert config.load(BASE | {"VIGIL_EVENTS_TOPIC": ""})[0].events_topic == ""
+    assert config.load(BASE | {"VIGIL_STALL_TIMEOUT_SECONDS": ""})[0].stall_timeout_seconds == 60  # empty: unset
 
 
 def test_check_interval_is_capped_at_five_seconds() -> None:
@@ -67,6 +94,37 @@ def test_flags_win_over_env() -> None:
             {"VIGIL_SESSION_TIMEOUT_SECONDS": "60", "VIGIL_MAX_POLL_INTERVAL_SECONDS": "30"},
             [],
             "VIGIL_MAX_POLL_INTERVAL_SECONDS: ",
+        ),
+        ({"VIGIL_BRIDGE_ENABLED": "maybe"}, [], "VIGIL_BRIDGE_ENABLED: Input should be a valid boolean"),
+        ({"VIGIL_MAX_BRIDGE_SECONDS": "0"}, [], "VIGIL_MAX_BRIDGE_SECONDS: Input should be greater than 0"),
+        ({"VIGIL_MAX_BRIDGE_SECONDS": "7200"}, [], "VIGIL_MAX_BRIDGE_SECONDS: Input should be less than or equal"),
+        ({"VIGIL_ON_FOREIGN_REBALANCE": "wait"}, [], "VIGIL_ON_FOREIGN_REBALANCE: Input should be 'remove' or 'hold'"),
+        ({"VIGIL_EXPECTED_RETURN_SECONDS": "-5"}, [], "VIGIL_EXPECTED_RETURN_SECONDS: Input should be greater than 0"),
+        ({"VIGIL_BRIDGE_ENABLED": "true"}, [], "VIGIL_INSTANCE_ID: bridging (VIGIL_BRIDGE_ENABLED) needs a static"),
+        (
+            {"VIGIL_BRIDGE_ENABLED": "true", "VIGIL_INSTANCE_ID": "orders-0", "VIGIL_SIGNAL": "progress"},
+            [],
+            "VIGIL_SIGNAL: bridging (VIGIL_BRIDGE_ENABLED) needs the beacon signal",
+        ),
+        (
+            {"VIGIL_INSTANCE_ID": "orders-0"},
+            ["--bridge-enabled", "true", "--signal", "progress"],
+            "--signal: bridging (VIGIL_BRIDGE_ENABLED) needs the beacon signal",
+        ),
+        (
+            {"VIGIL_BRIDGE_ENABLED": "true", "VIGIL_INSTANCE_ID": "orders-0", "VIGIL_GROUP_PROTOCOL": "consumer"},
+            [],
+            "VIGIL_GROUP_PROTOCOL: bridging (VIGIL_BRIDGE_ENABLED) sends the classic Heartbeat",
+        ),
+        (
+            {"VIGIL_BRIDGE_ENABLED": "true", "VIGIL_INSTANCE_ID": "orders-0", "VIGIL_SESSION_TIMEOUT_SECONDS": "3"},
+            [],
+            "VIGIL_HEARTBEAT_INTERVAL_SECONDS: unset, so bridging (VIGIL_BRIDGE_ENABLED) heartbeats every 3s",
+        ),
+        (
+            {"VIGIL_BRIDGE_ENABLED": "true", "VIGIL_INSTANCE_ID": "orders-0", "VIGIL_MAX_BRIDGE_SECONDS": "2"},
+            [],
+            "VIGIL_MAX_BRIDGE_SECONDS: 2s leaves no room for a second heartbeat (interval 3s)",
         ),
     ],
 )

@@ -3,12 +3,21 @@
 Never blocks, never raises into the app: the beacon is one non-blocking UDP datagram, rate-limited, and any
 failure to send is counted and ignored. The generation comes from librdkafka's consumer group metadata
 (`vigil_core.kafka.cgmd`, parsed strictly: unparseable → -1, never a guess).
+
+Once it knows its member id, the helper also opens one idle TCP connection to the sidecar (`POST /v1/hold`, a
+chunked body that never ends) and keeps it for the life of the process, from a daemon thread: the kernel closes it
+when the process ends (exit, crash, kill -9), and that close is the sidecar's proof that the app ended (the heartbeat
+bridge starts only on proof; silence never is). One per process and sidecar address; it reconnects if the sidecar
+restarts.
 """
 
+import json
 import os
 import socket
+import threading
 import time
-from typing import Any
+import uuid
+from typing import Any, ClassVar
 
 import confluent_kafka
 
@@ -50,13 +59,14 @@ class Consumer(confluent_kafka.Consumer):
             generation = meta.generation if meta is not None and meta.member_id == member_id else -1
             instance_id = meta.instance_id if meta is not None else None
             self._beacon.send(member_id, generation, instance_id, len(self.assignment()))
+            _Hold.ensure(self._beacon.addr)
         except Exception:  # noqa: BLE001 - the app's poll loop must never see a beacon problem
             self._beacon.failed += 1
 
 
 class _BeaconSender:
     def __init__(self, addr: tuple[str, int]) -> None:
-        self._addr = addr
+        self.addr = addr
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._sock.setblocking(False)
         self._last: tuple[str, int, str | None, int] | None = None
@@ -77,9 +87,71 @@ class _BeaconSender:
         if state == self._last and now - self._last_at < MIN_INTERVAL:
             return
         try:
-            self._sock.sendto(encode_beacon(member_id, generation, instance_id, assigned, time.time()), self._addr)
+            self._sock.sendto(encode_beacon(member_id, generation, instance_id, assigned, time.time()), self.addr)
         except OSError:
             self.failed += 1
             return
         self._last, self._last_at = state, now
         self.sent += 1
+
+
+HOLD_PATH = "/v1/hold"
+#: Waits between attempts to (re)connect the hold: doubling from the first to the last.
+HOLD_BACKOFF = (0.5, 5.0)
+#: After the sidecar answered instead of holding (one without /v1/hold): try again this much later.
+HOLD_REFUSED_BACKOFF = 60.0
+
+
+class _Hold:
+    """The process's idle connection to its sidecar: opened once, closed by the kernel when the process ends."""
+
+    _lock = threading.Lock()
+    _started: ClassVar[dict[tuple[tuple[str, int], int], "_Hold"]] = {}
+    """Per (sidecar address, pid): a forked child opens its own."""
+
+    def __init__(self, addr: tuple[str, int]) -> None:
+        self.addr = addr
+        self.process = uuid.uuid4().hex
+        """This process's token: pids repeat across containers (each is often pid 1 in its own namespace)."""
+        self.connected = 0
+        """Connections made so far (1 unless the sidecar restarted)."""
+        self._thread = threading.Thread(target=self._run, name="vigil-hold", daemon=True)
+
+    @classmethod
+    def ensure(cls, addr: tuple[str, int]) -> "_Hold":
+        """The hold for `addr` in this process, started on first use (cheap after that: one dict lookup)."""
+        key = (addr, os.getpid())
+        hold = cls._started.get(key)
+        if hold is not None:
+            return hold
+        with cls._lock:
+            hold = cls._started.get(key)
+            if hold is None:
+                hold = cls._started[key] = cls(addr)
+                hold._thread.start()
+        return hold
+
+    def _request(self) -> bytes:
+        host, port = self.addr
+        first = json.dumps({"pid": os.getpid(), "process": self.process}).encode() + b"\n"
+        head = (
+            f"POST {HOLD_PATH} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: vigil-helper\r\n"
+            "Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        return head.encode() + f"{len(first):x}\r\n".encode() + first + b"\r\n"
+
+    def _run(self) -> None:
+        wait, longest = HOLD_BACKOFF
+        while True:
+            answered = False
+            try:
+                with socket.create_connection(self.addr, timeout=2.0) as sock:
+                    sock.sendall(self._request())
+                    sock.settimeout(None)  # idle from now on: the sidecar says nothing until one of us goes away
+                    self.connected += 1
+                    wait = HOLD_BACKOFF[0]
+                    answered = bool(sock.recv(1024))  # blocks for the life of the process, or of the sidecar
+            except OSError:
+                pass  # no sidecar (yet, or any more): try again, never bother the app
+            time.sleep(HOLD_REFUSED_BACKOFF if answered else wait)
+            wait = min(wait * 2, longest)

@@ -1,0 +1,306 @@
+"""The heartbeat bridge (issue #6) against the real broker: the sidecar as a real process, the static app as a real
+process killed with SIGKILL and started again, generations counted from the broker's own log.
+
+Timings: session timeout 6 s, heartbeat 1 s (the app's and the bridge's); the app comes back after 2 × the session
+timeout, long after the coordinator would have expired it without a bridge.
+"""
+
+import json
+import os
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer
+
+from vigil_core import events
+from vigil_core.kafka.security import KafkaConnection
+from vigil_dev import procs
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing import clients, static_app
+from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
+from vigil_dev.testing.waiting import bound, wait_for
+
+pytestmark = pytest.mark.integration
+
+SESSION = 6.0
+HEARTBEAT = 1.0
+
+
+def generations(kafka: KafkaCluster, group: str) -> list[int]:
+    """Every generation the coordinator stabilized for `group`, from its log (the test rules' count)."""
+    line = re.compile(rf"Stabilized group {re.escape(group)} generation (\d+) with \d+ members")
+    return [int(g) for g in line.findall(kafka.server_log(1).read_text())]
+
+
+def metric(sidecar: RunningSidecar, sample: str) -> float:
+    """One sample of the sidecar's /metrics (`name{labels}`), 0 when absent."""
+    for line in sidecar.get("/metrics")[1].splitlines():
+        name, _, value = line.rpartition(" ")
+        if name == sample:
+            return float(value)
+    return 0.0
+
+
+def bridge_status(sidecar: RunningSidecar) -> dict:
+    status, body = sidecar.get("/v1/status")
+    return json.loads(body) if status == 200 else {}
+
+
+class Scenario:
+    """One static group: an in-process static member (joined first: the leader) and the static app next to its
+    own sidecar, as a real process."""
+
+    def __init__(self, kafka: KafkaCluster, tmp: Path, name: str, **sidecar_settings: str | float) -> None:
+        self.kafka = kafka
+        self.conn: KafkaConnection = kafka.connection()
+        self.tmp = tmp / name
+        self.tmp.mkdir()
+        self.topic = clients.create_topic(self.conn, clients.unique(f"bridge-{name}"), partitions=3)
+        self.group = clients.unique(f"g-bridge-{name}")
+        self.instance = f"{name}-app"
+        settings: dict[str, str | float] = {
+            "instance_id": self.instance,
+            "budget": "none",
+            "session_timeout_seconds": SESSION,
+            "heartbeat_interval_seconds": HEARTBEAT,
+            "stall_timeout_seconds": 8,
+            "check_interval_seconds": 1,
+            "events_topic": "",
+        }
+        self.sidecar = start_sidecar(self.conn, self.group, f"pod-{name}", self.tmp, **(settings | sidecar_settings))
+        self.other = clients.Member(
+            self.conn, self.group, [self.topic], f"{name}-other", extra={"group.instance.id": f"{name}-other"}
+        ).start()
+        self.max_poll_ms: int | None = None
+        self.app: procs.Managed | None = None
+
+    def start_app(self) -> None:
+        self.app = static_app.start(
+            self.conn, self.group, self.topic, self.instance, self.tmp,
+            beacon_addr=self.sidecar.beacon_addr, max_poll_interval_ms=self.max_poll_ms,
+        )  # fmt: skip
+
+    def app_log(self) -> str:
+        path = static_app.log_path(self.tmp, self.instance)
+        return path.read_text() if path.exists() else ""
+
+    def app_generation(self) -> int:
+        """The generation the app itself last reported (its log), -1 before it has one."""
+        found = re.findall(r"generation=(-?\d+) assigned=[1-9]", self.app_log())
+        return int(found[-1]) if found else -1
+
+    def app_member(self) -> str | None:
+        members = [m for m in clients.describe_group(self.conn, self.group).members if m.group_instance_id]
+        return next((m.member_id for m in members if m.group_instance_id == self.instance), None)
+
+    def joined(self) -> None:
+        """The other member first (the leader), then the app; both Stable, the sidecar holding and watching it."""
+        wait_for(lambda: clients.stable_members(self.conn, self.group), lambda n: n == 1, timeout=60,
+                 what=f"{self.group}: the other member Stable alone")  # fmt: skip
+        self.start_app()
+        wait_for(lambda: clients.stable_members(self.conn, self.group), lambda n: n == 2, timeout=60,
+                 what=f"{self.group}: 2 static members Stable")  # fmt: skip
+        member = self.app_member()
+        wait_for(
+            lambda: bridge_status(self.sidecar),
+            lambda s: (s.get("member") or {}).get("member_id") == member and s["app"]["helper_connections"] == 1,
+            timeout=30,
+            what=f"{self.group}: the sidecar holding the app's connection and proving its member {member}",
+        )
+        wait_for(self.app_generation, lambda g: g == max(generations(self.kafka, self.group), default=-2),
+                 timeout=10, what=f"{self.group}: the app reporting the group's generation")  # fmt: skip
+
+    def close(self) -> None:
+        if self.app is not None:
+            self.app.stop(grace=5)
+        self.other.close()
+        self.sidecar.stop()
+
+
+@pytest.fixture
+def scenarios(kafka: KafkaCluster, tmp_path: Path) -> Iterator[Callable[..., Scenario]]:
+    made: list[Scenario] = []
+
+    def make(name: str, **settings: str | float) -> Scenario:
+        scenario = Scenario(kafka, tmp_path, name, **settings)
+        made.append(scenario)
+        return scenario
+
+    yield make
+    for scenario in made:
+        scenario.close()
+
+
+def test_a_killed_static_app_restarted_after_two_session_timeouts_keeps_its_generation_only_when_bridged(
+    kafka: KafkaCluster, scenarios: Callable[..., Scenario]
+) -> None:
+    events_topic = clients.create_topic(kafka.connection(), clients.unique("vigil.events"), partitions=1)
+    bridged = scenarios("on", bridge_enabled="true", events_topic=events_topic)
+    stock = scenarios("off", bridge_enabled="false")
+    for s in (bridged, stock):
+        s.joined()
+    before = {s.group: generations(kafka, s.group)[-1] for s in (bridged, stock)}
+    old_member = bridged.app_member()
+
+    killed_at = time.monotonic()
+    for s in (bridged, stock):  # the same moment, the same timings: only the setting differs
+        assert s.app is not None
+        s.app.kill()
+    # without a bridge the coordinator expires the member at its session timeout: a rebalance
+    wait_for(lambda: generations(kafka, stock.group)[-1], lambda g: g > before[stock.group],
+             timeout=bound(SESSION), what="the unbridged member expiring (a new generation)")  # fmt: skip
+    assert metric(stock.sidecar, "vigil_sidecar_app_ends_total") == 1  # the end was seen, not bridged
+    wait_for(lambda: time.monotonic() - killed_at, lambda t: t >= 2 * SESSION, timeout=2 * SESSION + 1,
+             what="two session timeouts after the kill", interval=0.5)  # fmt: skip
+    # the bridged member is still there, under its old member id, in the same generation
+    assert bridged.app_member() == old_member
+    assert generations(kafka, bridged.group)[-1] == before[bridged.group]
+    running = bridge_status(bridged.sidecar)["bridge"]
+    assert running["state"] == "running", running
+    assert running["heartbeats_sent"] >= 2 * SESSION / HEARTBEAT - 1
+
+    for s in (bridged, stock):
+        s.start_app()
+    ended = wait_for(lambda: bridge_status(bridged.sidecar)["bridge"], lambda b: b["state"] == "ended",
+                     timeout=bound(2 * HEARTBEAT, slack=10), what="the bridge ending")  # fmt: skip
+    assert ended["outcome"] == "rejoined", ended
+    for s in (bridged, stock):
+        wait_for(lambda s=s: clients.stable_members(s.conn, s.group), lambda n: n == 2, timeout=60,
+                 what=f"{s.group}: both members Stable again")  # fmt: skip
+        wait_for(s.app_generation, lambda g, s=s: g == generations(kafka, s.group)[-1], timeout=15,
+                 what=f"{s.group}: the restarted app in the group's latest generation")  # fmt: skip
+
+    bridged_gens, stock_gens = generations(kafka, bridged.group), generations(kafka, stock.group)
+    print(f"generations: bridged {bridged_gens} (kill at {before[bridged.group]}), "
+          f"stock {stock_gens} (kill at {before[stock.group]})")  # fmt: skip
+    assert bridged_gens[-1] == before[bridged.group], "bridged: the restart cost a rebalance"
+    assert bridged.app_generation() == before[bridged.group]
+    assert bridged.app_member() != old_member  # the app is back under a new member id, same instance id
+    assert stock_gens[-1] >= before[stock.group] + 1, "stock: the restart should have cost a rebalance"
+
+    assert metric(bridged.sidecar, "vigil_sidecar_bridge_heartbeats_total") >= 2 * SESSION / HEARTBEAT - 1
+    assert metric(bridged.sidecar, 'vigil_sidecar_bridges_started_total{proof="helper-connection-closed"}') == 1
+    assert metric(bridged.sidecar, 'vigil_sidecar_bridges_ended_total{outcome="rejoined"}') == 1
+    assert metric(bridged.sidecar, "vigil_sidecar_bridged_seconds_total") >= 2 * SESSION
+    assert 'action="leave-group"' not in bridged.sidecar.get("/metrics")[1]  # the watchdog left the dead app alone
+    assert metric(stock.sidecar, "vigil_sidecar_bridge_heartbeats_total") == 0
+    assert "vigil_sidecar_bridges_started_total{" not in stock.sidecar.get("/metrics")[1]
+
+    received = _events(kafka.connection(), events_topic, bridged.group, count=2)
+    started, done = received
+    assert isinstance(started, events.BridgeStarted)
+    assert isinstance(done, events.BridgeEnded)
+    assert started.payload.member.member_id == old_member
+    assert started.payload.member.instance_id == bridged.instance
+    assert started.payload.generation == before[bridged.group]
+    assert started.payload.proof == "helper-connection-closed"
+    assert done.payload.outcome == "rejoined"
+    assert done.payload.heartbeats_sent == ended["heartbeats_sent"]
+    assert done.payload.bridged_ms >= 2 * SESSION * 1000
+
+
+def test_a_stalled_but_alive_app_is_never_bridged_and_expires_as_stock(
+    kafka: KafkaCluster, scenarios: Callable[..., Scenario]
+) -> None:
+    """Silence is never proof: the app stops polling but lives (its helper connection stays open). The watchdog's
+    alert path runs; no bridge starts; librdkafka gives the member up after max.poll.interval.ms and the coordinator
+    rebalances, as without vigil."""
+    stalled = scenarios("stall", bridge_enabled="true", action="alert", stall_timeout_seconds=3,
+                        max_poll_interval_seconds=8)  # fmt: skip
+    stalled.max_poll_ms = 8000
+    stalled.joined()
+    before = generations(kafka, stalled.group)[-1]
+    assert stalled.app is not None
+    pid = stalled.app.pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGUSR1)
+    stalled_at = time.monotonic()
+    wait_for(lambda: metric(stalled.sidecar, 'vigil_sidecar_alerts_total{kind="stall"}'), lambda n: n >= 1,
+             timeout=bound(3 + 1), what="the watchdog's stall alert")  # fmt: skip
+    wait_for(lambda: generations(kafka, stalled.group)[-1], lambda g: g > before, timeout=bound(8 + SESSION),
+             what="the stalled member given up by its client and the group rebalanced")  # fmt: skip
+    assert time.monotonic() - stalled_at >= 8 - 1  # no sooner than max.poll.interval.ms: stock behaviour
+    status = bridge_status(stalled.sidecar)
+    assert status["app"] == {"helper_connections": 1, "ends": 0}, status["app"]
+    assert status["bridge"] is None
+    assert metric(stalled.sidecar, "vigil_sidecar_app_ends_total") == 0
+    assert metric(stalled.sidecar, "vigil_sidecar_bridge_heartbeats_total") == 0
+    assert "vigil_sidecar_bridges_started_total{" not in stalled.sidecar.get("/metrics")[1]
+    assert 'action="leave-group"' not in stalled.sidecar.get("/metrics")[1]
+
+
+def test_a_bridge_gives_up_at_max_bridge_seconds_and_the_member_expires_with_one_rebalance(
+    kafka: KafkaCluster, scenarios: Callable[..., Scenario]
+) -> None:
+    deadline = 8.0
+    gone = scenarios("deadline", bridge_enabled="true", max_bridge_seconds=deadline)
+    gone.joined()
+    before = generations(kafka, gone.group)[-1]
+    assert gone.app is not None
+    killed_at = time.monotonic()
+    gone.app.kill()
+    ended = wait_for(lambda: bridge_status(gone.sidecar)["bridge"], lambda b: (b or {}).get("state") == "ended",
+                     timeout=bound(deadline), what="the bridge ending at its deadline")  # fmt: skip
+    assert ended["outcome"] == "deadline", ended
+    assert ended["seconds_bridged"] >= deadline
+    assert time.monotonic() - killed_at >= deadline
+    assert ended["heartbeats_sent"] >= deadline / HEARTBEAT - 1
+    assert generations(kafka, gone.group)[-1] == before  # bridged until the deadline: no rebalance yet
+    after = wait_for(lambda: generations(kafka, gone.group), lambda g: g[-1] > before, timeout=bound(SESSION),
+                     what="the member expiring after the bridge gave up")  # fmt: skip
+    assert after[-1] == before + 1
+    wait_for(lambda: clients.stable_members(gone.conn, gone.group), lambda n: n == 1, timeout=30,
+             what="the other member Stable alone")  # fmt: skip
+    assert generations(kafka, gone.group)[-1] == before + 1  # one rebalance, not two
+    assert metric(gone.sidecar, 'vigil_sidecar_bridges_ended_total{outcome="deadline"}') == 1
+    assert 'action="leave-group"' not in gone.sidecar.get("/metrics")[1]
+
+
+def _events(conn: KafkaConnection, topic: str, group: str, *, count: int) -> list[events.Event]:
+    consumer = Consumer(conn.confluent_config() | clients.QUIET
+                        | {"group.id": clients.unique("g-ev"), "auto.offset.reset": "earliest"})  # fmt: skip
+    consumer.subscribe([topic])
+    received: list[events.Event] = []
+
+    def drain() -> int:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            event = events.parse_event(msg.value())
+            if event.group == group:
+                received.append(event)
+        return len(received)
+
+    try:
+        wait_for(drain, lambda n: n >= count, timeout=30, what=f"{count} events of {group}")
+    finally:
+        consumer.close()
+    return received
+
+
+def test_sigterm_of_the_sidecar_ends_a_running_bridge_without_removing_the_member(
+    kafka: KafkaCluster, scenarios: Callable[..., Scenario]
+) -> None:
+    """The pod is going away: the bridge stops where it is (bridge-ended "stopped"), sends no Remove, and the
+    member expires at its session timeout as it would have without vigil."""
+    going = scenarios("sigterm", bridge_enabled="true")
+    going.joined()
+    before = generations(kafka, going.group)[-1]
+    old_member = going.app_member()
+    assert going.app is not None
+    going.app.kill()
+    wait_for(lambda: bridge_status(going.sidecar)["bridge"], lambda b: (b or {}).get("heartbeats_sent", 0) >= 2,
+             timeout=bound(2 * HEARTBEAT), what="the bridge heartbeating")  # fmt: skip
+    stopping = time.monotonic()
+    going.sidecar.stop()  # SIGTERM; SIGKILL only after 5 s
+    assert time.monotonic() - stopping < 5, "the sidecar waited on its own helper connections"
+    log = going.sidecar.log.read_text()
+    assert re.search(rf"bridge of member {re.escape(str(old_member))} ended: stopped after", log), log
+    assert log.rstrip().endswith("stopped")  # a clean exit, not a kill
+    wait_for(lambda: generations(kafka, going.group)[-1], lambda g: g == before + 1, timeout=bound(SESSION),
+             what="the member expiring at its session timeout")  # fmt: skip
+    server_log = kafka.server_log(1).read_text()
+    assert not [line for line in server_log.splitlines() if str(old_member) in line and "vigil:" in line]
