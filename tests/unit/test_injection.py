@@ -655,3 +655,23 @@ def test_warnings_are_single_short_lines() -> None:
         for warning in decision.warnings:
             assert "\n" not in warning
             assert len(warning) <= 250
+
+
+def test_a_static_group_with_bridging_starts_a_bridging_sidecar() -> None:
+    g = static_group(liveness={"bridge": {"enabled": True, "maxBridgeSeconds": 90, "onForeignRebalance": "hold"}})
+    settings, _ = started(injected(admitted(pod()), g))
+    assert (settings.bridge_enabled, settings.max_bridge_seconds, settings.on_foreign_rebalance) == (True, 90, "hold")
+    assert settings.instance_id == f"{NS}-orders-0"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"liveness": {"bridge": {"enabled": True}}},  # dynamic: nothing to bridge
+        {"membership": "static", "liveness": {"signal": "progress", "bridge": {"enabled": True}}},  # no helper
+    ],
+)
+def test_bridging_is_left_off_where_it_cannot_work(fields: dict[str, Any]) -> None:
+    g = (static_group if fields.get("membership") else group)(**{k: v for k, v in fields.items() if k != "membership"})
+    settings, _ = started(injected(admitted(pod()), g))
+    assert settings.bridge_enabled is False

@@ -26,7 +26,7 @@ from typing import Any, Final
 from vigil_core import rules
 from vigil_core.kafka.security import ENV_PREFIX as KAFKA_PREFIX
 from vigil_core.kafka.security import Protocol
-from vigil_operator.domain.spec import ConsumerGroupSpec, Kafka, Membership, SecretKeyRef, SidecarMode
+from vigil_operator.domain.spec import ConsumerGroupSpec, Kafka, Membership, SecretKeyRef, SidecarMode, Signal
 from vigil_sidecar.budget.ledger import lease_name
 from vigil_sidecar.config import ENV_PREFIX, NO_BROKER_LIMITS
 from vigil_sidecar.watchdog.state import StallAction
@@ -518,7 +518,25 @@ def _sidecar_settings_env(group: ConsumerGroupSpec, cfg: InjectionConfig, action
         ("EVENTS_TOPIC", cfg.events_topic),
         ("CLUSTER", group.kafka.cluster_name),
     ]
+    bridge = live.bridge
+    if bridge_applies(group):
+        values += [
+            ("BRIDGE_ENABLED", "true"),
+            ("MAX_BRIDGE_SECONDS", _number(bridge.max_bridge_seconds)),
+            ("ON_FOREIGN_REBALANCE", bridge.on_foreign_rebalance.value),
+        ]
     return [_var(f"{ENV_PREFIX}{name}", value) for name, value in values if value is not None]
+
+
+def bridge_applies(group: ConsumerGroupSpec) -> bool:
+    """Bridging keeps a static member alive with the generation its app beaconed: it needs static membership, the
+    beacon (the helper) and the classic protocol (the sidecar refuses the rest at start)."""
+    return (
+        group.liveness.bridge.enabled
+        and group.membership is Membership.STATIC
+        and group.liveness.signal is Signal.BEACON
+        and group.client.group_protocol is rules.GroupProtocol.CLASSIC
+    )
 
 
 def _number(value: float) -> str:
