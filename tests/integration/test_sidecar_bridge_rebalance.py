@@ -1,0 +1,264 @@
+"""The heartbeat bridge (issue #6) meeting a foreign rebalance: while the static app is dead and bridged, a third
+member joins the group. Real broker, the sidecar and the static app as real processes, generations counted from the
+broker's own log.
+
+Timings: session timeout 6 s, heartbeat 1 s (the app's, the in-process members' and the bridge's).
+
+- `remove`: the bridge's next heartbeat is answered REBALANCE_IN_PROGRESS and it compare-and-removes the absent
+  member at once, so the joiner's rebalance completes within a heartbeat interval plus the rebalance itself, not
+  after the dead member's session timeout: one new generation, two members, the bridge ended "removed".
+- `hold` (expected return 15 s): the bridge keeps heartbeating through the joiner's rebalance; the app restarted
+  inside the hold takes its instance id back (the coordinator swaps the static member's id while the join is
+  pending), so one rebalance holds all three members; the bridge's heartbeat with the old member id is fenced (or
+  the watchdog's view shows the new member id): it ends "rejoined" and never removes anything.
+"""
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException
+
+from vigil_core.kafka import cgmd
+from vigil_core.kafka.security import KafkaConnection
+from vigil_dev import procs
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing import clients, static_app
+from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
+from vigil_dev.testing.waiting import bound, wait_for
+
+pytestmark = pytest.mark.integration
+
+SESSION = 6.0
+HEARTBEAT = 1.0
+EXPECTED_RETURN = 15.0
+
+
+def stabilized(kafka: KafkaCluster, group: str) -> list[tuple[int, int]]:
+    """Every (generation, members) the coordinator stabilized for `group`, from its log (the test rules' count)."""
+    line = re.compile(rf"Stabilized group {re.escape(group)} generation (\d+) with (\d+) members")
+    return [(int(g), int(n)) for g, n in line.findall(kafka.server_log(1).read_text())]
+
+
+def metric(sidecar: RunningSidecar, sample: str) -> float:
+    """One sample of the sidecar's /metrics (`name{labels}`), 0 when absent."""
+    for line in sidecar.get("/metrics")[1].splitlines():
+        name, _, value = line.rpartition(" ")
+        if name == sample:
+            return float(value)
+    return 0.0
+
+
+def bridge(sidecar: RunningSidecar) -> dict[str, Any]:
+    """The sidecar's /v1/status `bridge` (the running one, else the last that ended), {} when none."""
+    status, body = sidecar.get("/v1/status")
+    return (json.loads(body).get("bridge") or {}) if status == 200 else {}
+
+
+def generation_of(member: clients.Member) -> int:
+    meta = cgmd.parse(member.group_metadata) if member.group_metadata else None
+    return meta.generation if meta else -1
+
+
+class Group:
+    """A static group of two: an in-process static member (joined first) and the static app next to its own sidecar
+    (bridge enabled), both real processes; later a third, in-process static member (the joiner)."""
+
+    def __init__(self, kafka: KafkaCluster, tmp: Path, name: str, **sidecar_settings: str | float) -> None:
+        self.kafka = kafka
+        self.conn: KafkaConnection = kafka.connection()
+        self.tmp = tmp / name
+        self.tmp.mkdir()
+        self.topic = clients.create_topic(self.conn, clients.unique(f"bridge-rb-{name}"), partitions=3)
+        self.group = clients.unique(f"g-bridge-rb-{name}")
+        self.instance = f"{name}-app"
+        settings: dict[str, str | float] = {
+            "instance_id": self.instance,
+            "bridge_enabled": "true",
+            "budget": "none",
+            "session_timeout_seconds": SESSION,
+            "heartbeat_interval_seconds": HEARTBEAT,
+            "stall_timeout_seconds": 8,
+            "check_interval_seconds": 1,
+            "events_topic": "",
+        }
+        merged = settings | sidecar_settings
+        self.sidecar = start_sidecar(self.conn, self.group, f"pod-{name}", self.tmp, env=None, **merged)
+        self.members = [self.member(f"{name}-other")]
+        self.app: procs.Managed | None = None
+
+    def member(self, instance: str) -> clients.Member:
+        return clients.Member(
+            self.conn, self.group, [self.topic], instance, extra={"group.instance.id": instance}
+        ).start()
+
+    def start_app(self) -> None:
+        self.app = static_app.start(
+            self.conn, self.group, self.topic, self.instance, self.tmp, beacon_addr=self.sidecar.beacon_addr
+        )
+
+    def app_generation(self) -> int:
+        """The generation the app itself last reported with an assignment (its log), -1 before it has one."""
+        path = static_app.log_path(self.tmp, self.instance)
+        found = re.findall(r"generation=(-?\d+) assigned=[1-9]", path.read_text() if path.exists() else "")
+        return int(found[-1]) if found else -1
+
+    def by_instance(self) -> dict[str | None, str]:
+        """Instance id → member id, as DescribeGroups has them now."""
+        return {m.group_instance_id: m.member_id for m in clients.describe_group(self.conn, self.group).members}
+
+    def stable(self) -> int:
+        return clients.stable_members(self.conn, self.group)
+
+    def stable_instances(self) -> set[str | None]:
+        """The members' instance ids while the group is Stable with every member assigned, else an empty set."""
+        try:
+            desc = clients.describe_group(self.conn, self.group)  # one view: the state and the members together
+        except KafkaException:
+            return set()
+        if str(desc.state).split(".")[-1].upper() != "STABLE":
+            return set()
+        if any(not m.assignment.topic_partitions for m in desc.members):
+            return set()
+        return {m.group_instance_id for m in desc.members}
+
+    def joined(self) -> tuple[int, str]:
+        """The other member first, then the app; both Stable, the sidecar holding the app's connection and proving
+        its member. Returns (the group's generation, the app's member id)."""
+        wait_for(self.stable, lambda n: n == 1, timeout=60, what=f"{self.group}: the other member Stable alone")
+        self.start_app()
+        wait_for(self.stable, lambda n: n == 2, timeout=60, what=f"{self.group}: 2 static members Stable")
+        member = self.by_instance()[self.instance]
+        wait_for(
+            lambda: json.loads(self.sidecar.get("/v1/status")[1] or "{}"),
+            lambda s: (s.get("member") or {}).get("member_id") == member and s["app"]["helper_connections"] == 1,
+            timeout=30,
+            what=f"{self.group}: the sidecar holding the app's connection and proving its member {member}",
+        )
+        generation = stabilized(self.kafka, self.group)[-1][0]
+        wait_for(self.app_generation, lambda g: g == generation, timeout=10,
+                 what=f"{self.group}: the app reporting the group's generation {generation}")  # fmt: skip
+        return generation, member
+
+    def kill_app_and_await_bridge(self, member: str) -> None:
+        assert self.app is not None
+        self.app.kill()  # SIGKILL: the helper's connection closes, the sidecar's proof
+        running = wait_for(lambda: bridge(self.sidecar), lambda b: b.get("heartbeats_sent", 0) >= 1,
+                           timeout=bound(HEARTBEAT), what=f"{self.group}: the bridge heartbeating")  # fmt: skip
+        assert running["state"] == "running", running
+        assert running["member_id"] == member, running
+        assert metric(self.sidecar, 'vigil_sidecar_bridges_started_total{proof="helper-connection-closed"}') == 1
+
+    def close(self) -> None:
+        if self.app is not None:
+            self.app.stop(grace=5)
+        for member in self.members:
+            member.close()
+        self.sidecar.stop()
+
+
+@pytest.fixture
+def groups(kafka: KafkaCluster, tmp_path: Path) -> Iterator[list[Group]]:
+    made: list[Group] = []
+    yield made
+    for group in made:
+        group.close()
+
+
+def test_remove_a_joiner_during_a_bridge_gets_a_stable_group_within_a_heartbeat_and_a_rebalance(
+    kafka: KafkaCluster, tmp_path: Path, groups: list[Group]
+) -> None:
+    g = Group(kafka, tmp_path, "remove", on_foreign_rebalance="remove")
+    groups.append(g)
+    before, old_member = g.joined()
+    history = stabilized(kafka, g.group)
+    g.kill_app_and_await_bridge(old_member)
+
+    joining_at = time.monotonic()
+    joiner = g.member("remove-joiner")
+    g.members.append(joiner)
+    # the bridge's next heartbeat (≤ 1 interval) is answered REBALANCE_IN_PROGRESS and it removes the absent member
+    # at once; the rebalance then needs the other member's rejoin (its own heartbeat) and the sync
+    wait_for(g.stable_instances, lambda ids: ids == {"remove-other", "remove-joiner"}, timeout=bound(HEARTBEAT + 1),
+             what=f"{g.group}: Stable again with the other member and the joiner")  # fmt: skip
+    elapsed = time.monotonic() - joining_at
+    print(f"remove: Stable again {elapsed:.2f}s after the joiner started (session timeout {SESSION:g}s)")
+    assert elapsed < SESSION, f"the rebalance waited for the session timeout ({elapsed:.2f}s)"
+
+    ended = wait_for(lambda: bridge(g.sidecar), lambda b: b.get("state") == "ended", timeout=bound(HEARTBEAT),
+                     what=f"{g.group}: the bridge ending")  # fmt: skip
+    assert ended["outcome"] == "removed", ended
+    assert ended["member_id"] == old_member
+    assert metric(g.sidecar, 'vigil_sidecar_bridges_ended_total{outcome="removed"}') == 1
+    assert re.search(rf"bridge of member {re.escape(old_member)} ended: removed after", g.sidecar.log.read_text())
+
+    left = [line for line in kafka.server_log(1).read_text().splitlines() if f"Member {old_member} has left" in line]
+    assert len(left) == 1, left
+    assert "vigil:" in left[0], left  # the bridge's compare-and-remove, not an expiry
+    members = g.by_instance()
+    assert set(members) == {"remove-other", "remove-joiner"}, members
+    assert old_member not in members.values()
+    # one rebalance, not two: the absent member was not kept, given partitions and expired later
+    assert stabilized(kafka, g.group) == [*history, (before + 1, 2)], stabilized(kafka, g.group)
+    wait_for(lambda: generation_of(joiner), lambda gen: gen == before + 1, timeout=10,
+             what=f"{g.group}: the joiner in generation {before + 1}")  # fmt: skip
+
+
+def test_hold_the_app_restarted_inside_the_hold_joins_the_joiners_generation_and_the_bridge_ends_rejoined(
+    kafka: KafkaCluster, tmp_path: Path, groups: list[Group]
+) -> None:
+    g = Group(kafka, tmp_path, "hold", on_foreign_rebalance="hold", expected_return_seconds=EXPECTED_RETURN)
+    groups.append(g)
+    before, old_member = g.joined()
+    history = stabilized(kafka, g.group)
+    g.kill_app_and_await_bridge(old_member)
+
+    joiner = g.member("hold-joiner")
+    g.members.append(joiner)
+    # the bridge saw the joiner's rebalance (REBALANCE_IN_PROGRESS) and holds: it keeps heartbeating, no Remove yet
+    holding = wait_for(lambda: bridge(g.sidecar), lambda b: b.get("holding") is True, timeout=bound(2 * HEARTBEAT),
+                       what=f"{g.group}: the bridge holding through the joiner's rebalance")  # fmt: skip
+    assert holding["state"] == "running", holding
+    assert holding["seconds_bridged"] < EXPECTED_RETURN - 5, holding  # room left for the restart
+    assert g.stable() == -1, "the joiner's rebalance completed without waiting for the held member"
+
+    g.start_app()  # inside the hold
+    wait_for(g.stable_instances, lambda ids: ids == {"hold-other", "hold-joiner", g.instance},
+             timeout=bound(EXPECTED_RETURN),
+             what=f"{g.group}: Stable with the other member, the joiner and the restarted app")  # fmt: skip
+    ended = wait_for(lambda: bridge(g.sidecar), lambda b: b.get("state") == "ended", timeout=bound(2 * HEARTBEAT),
+                     what=f"{g.group}: the bridge ending")  # fmt: skip
+    # the app took its instance id back: the old member id's heartbeat is fenced (or the watchdog's view shows the
+    # new member id first); the hold never ran out, so no Remove was sent
+    assert ended["outcome"] == "rejoined", ended
+    assert ended["seconds_bridged"] < EXPECTED_RETURN, ended
+    assert metric(g.sidecar, 'vigil_sidecar_bridges_ended_total{outcome="rejoined"}') == 1
+    assert "bridge removed member" not in g.sidecar.log.read_text()
+
+    # the restarted app took the held member's place inside the joiner's rebalance (the broker's own words)
+    replaced = rf"groupInstanceId={g.instance} .* {re.escape(g.group)} in PreparingRebalance state\. Replacing"
+    replaced += rf" previously mapped member {re.escape(old_member)} "
+    assert re.search(replaced, kafka.server_log(1).read_text()), replaced
+    members = g.by_instance()
+    assert set(members) == {"hold-other", "hold-joiner", g.instance}, members
+    assert members[g.instance] != old_member  # the restarted app, under a new member id
+    wait_for(
+        lambda: (generation_of(joiner), g.app_generation()),
+        lambda gens: gens == (before + 1, before + 1),
+        timeout=10,
+        what=f"{g.group}: the joiner and the restarted app both in generation {before + 1}",
+    )
+    # exactly one rebalance since the kill (the joiner's, which the restarted app joined), with 3 members ...
+    assert stabilized(kafka, g.group) == [*history, (before + 1, 3)], stabilized(kafka, g.group)
+    # ... and none after it: a member kept as a ghost would expire one session timeout after its last heartbeat
+    since = time.monotonic()  # after the bridge's end, so after its last heartbeat
+    quiet = SESSION + 2 * HEARTBEAT
+    wait_for(lambda: time.monotonic() - since, lambda t: t >= quiet, timeout=quiet + 1,
+             what="a session timeout after the bridge's last heartbeat", interval=0.5)  # fmt: skip
+    assert stabilized(kafka, g.group) == [*history, (before + 1, 3)], stabilized(kafka, g.group)
+    assert g.stable() == 3
+    assert g.by_instance() == members
