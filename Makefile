@@ -82,6 +82,8 @@ demo: setup
 
 bench: setup
 	$(BIN)/python bench/stall_takeover.py
+	$(BIN)/python bench/sidecar_footprint.py --seconds 60
+	$(BIN)/python bench/operator_scale.py --groups 200 --resync-seconds 30
 
 clean:
 	rm -rf $(VENV) $(ARTIFACTS) .pytest_cache .mypy_cache .ruff_cache
