@@ -5,7 +5,6 @@ Timings: session timeout 6 s, heartbeat 1 s (the app's and the bridge's); the ap
 timeout, long after the coordinator would have expired it without a bridge.
 """
 
-import json
 import os
 import re
 import signal
@@ -21,33 +20,14 @@ from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients, static_app
-from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
+from vigil_dev.testing.broker_log import generations
+from vigil_dev.testing.sidecar import start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
 
 pytestmark = pytest.mark.integration
 
 SESSION = 6.0
 HEARTBEAT = 1.0
-
-
-def generations(kafka: KafkaCluster, group: str) -> list[int]:
-    """Every generation the coordinator stabilized for `group`, from its log (the test rules' count)."""
-    line = re.compile(rf"Stabilized group {re.escape(group)} generation (\d+) with \d+ members")
-    return [int(g) for g in line.findall(kafka.server_log(1).read_text())]
-
-
-def metric(sidecar: RunningSidecar, sample: str) -> float:
-    """One sample of the sidecar's /metrics (`name{labels}`), 0 when absent."""
-    for line in sidecar.get("/metrics")[1].splitlines():
-        name, _, value = line.rpartition(" ")
-        if name == sample:
-            return float(value)
-    return 0.0
-
-
-def bridge_status(sidecar: RunningSidecar) -> dict:
-    status, body = sidecar.get("/v1/status")
-    return json.loads(body) if status == 200 else {}
 
 
 class Scenario:
@@ -106,7 +86,7 @@ class Scenario:
                  what=f"{self.group}: 2 static members Stable")  # fmt: skip
         member = self.app_member()
         wait_for(
-            lambda: bridge_status(self.sidecar),
+            self.sidecar.status,
             lambda s: (s.get("member") or {}).get("member_id") == member and s["app"]["helper_connections"] == 1,
             timeout=30,
             what=f"{self.group}: the sidecar holding the app's connection and proving its member {member}",
@@ -153,19 +133,19 @@ def test_a_killed_static_app_restarted_after_two_session_timeouts_keeps_its_gene
     # without a bridge the coordinator expires the member at its session timeout: a rebalance
     wait_for(lambda: generations(kafka, stock.group)[-1], lambda g: g > before[stock.group],
              timeout=bound(SESSION), what="the unbridged member expiring (a new generation)")  # fmt: skip
-    assert metric(stock.sidecar, "vigil_sidecar_app_ends_total") == 1  # the end was seen, not bridged
+    assert stock.sidecar.metric("vigil_sidecar_app_ends_total") == 1  # the end was seen, not bridged
     wait_for(lambda: time.monotonic() - killed_at, lambda t: t >= 2 * SESSION, timeout=2 * SESSION + 1,
              what="two session timeouts after the kill", interval=0.5)  # fmt: skip
     # the bridged member is still there, under its old member id, in the same generation
     assert bridged.app_member() == old_member
     assert generations(kafka, bridged.group)[-1] == before[bridged.group]
-    running = bridge_status(bridged.sidecar)["bridge"]
+    running = bridged.sidecar.status()["bridge"]
     assert running["state"] == "running", running
     assert running["heartbeats_sent"] >= 2 * SESSION / HEARTBEAT - 1
 
     for s in (bridged, stock):
         s.start_app()
-    ended = wait_for(lambda: bridge_status(bridged.sidecar)["bridge"], lambda b: b["state"] == "ended",
+    ended = wait_for(lambda: bridged.sidecar.status()["bridge"], lambda b: b["state"] == "ended",
                      timeout=bound(2 * HEARTBEAT, slack=10), what="the bridge ending")  # fmt: skip
     assert ended["outcome"] == "rejoined", ended
     for s in (bridged, stock):
@@ -182,12 +162,12 @@ def test_a_killed_static_app_restarted_after_two_session_timeouts_keeps_its_gene
     assert bridged.app_member() != old_member  # the app is back under a new member id, same instance id
     assert stock_gens[-1] >= before[stock.group] + 1, "stock: the restart should have cost a rebalance"
 
-    assert metric(bridged.sidecar, "vigil_sidecar_bridge_heartbeats_total") >= 2 * SESSION / HEARTBEAT - 1
-    assert metric(bridged.sidecar, 'vigil_sidecar_bridges_started_total{proof="helper-connection-closed"}') == 1
-    assert metric(bridged.sidecar, 'vigil_sidecar_bridges_ended_total{outcome="rejoined"}') == 1
-    assert metric(bridged.sidecar, "vigil_sidecar_bridged_seconds_total") >= 2 * SESSION
+    assert bridged.sidecar.metric("vigil_sidecar_bridge_heartbeats_total") >= 2 * SESSION / HEARTBEAT - 1
+    assert bridged.sidecar.metric('vigil_sidecar_bridges_started_total{proof="helper-connection-closed"}') == 1
+    assert bridged.sidecar.metric('vigil_sidecar_bridges_ended_total{outcome="rejoined"}') == 1
+    assert bridged.sidecar.metric("vigil_sidecar_bridged_seconds_total") >= 2 * SESSION
     assert 'action="leave-group"' not in bridged.sidecar.get("/metrics")[1]  # the watchdog left the dead app alone
-    assert metric(stock.sidecar, "vigil_sidecar_bridge_heartbeats_total") == 0
+    assert stock.sidecar.metric("vigil_sidecar_bridge_heartbeats_total") == 0
     assert "vigil_sidecar_bridges_started_total{" not in stock.sidecar.get("/metrics")[1]
 
     received = _events(kafka.connection(), events_topic, bridged.group, count=2)
@@ -219,16 +199,16 @@ def test_a_stalled_but_alive_app_is_never_bridged_and_expires_as_stock(
     assert pid is not None
     os.kill(pid, signal.SIGUSR1)
     stalled_at = time.monotonic()
-    wait_for(lambda: metric(stalled.sidecar, 'vigil_sidecar_alerts_total{kind="stall"}'), lambda n: n >= 1,
+    wait_for(lambda: stalled.sidecar.metric('vigil_sidecar_alerts_total{kind="stall"}'), lambda n: n >= 1,
              timeout=bound(3 + 1), what="the watchdog's stall alert")  # fmt: skip
     wait_for(lambda: generations(kafka, stalled.group)[-1], lambda g: g > before, timeout=bound(8 + SESSION),
              what="the stalled member given up by its client and the group rebalanced")  # fmt: skip
     assert time.monotonic() - stalled_at >= 8 - 1  # no sooner than max.poll.interval.ms: stock behaviour
-    status = bridge_status(stalled.sidecar)
+    status = stalled.sidecar.status()
     assert status["app"] == {"helper_connections": 1, "ends": 0}, status["app"]
     assert status["bridge"] is None
-    assert metric(stalled.sidecar, "vigil_sidecar_app_ends_total") == 0
-    assert metric(stalled.sidecar, "vigil_sidecar_bridge_heartbeats_total") == 0
+    assert stalled.sidecar.metric("vigil_sidecar_app_ends_total") == 0
+    assert stalled.sidecar.metric("vigil_sidecar_bridge_heartbeats_total") == 0
     assert "vigil_sidecar_bridges_started_total{" not in stalled.sidecar.get("/metrics")[1]
     assert 'action="leave-group"' not in stalled.sidecar.get("/metrics")[1]
 
@@ -243,7 +223,7 @@ def test_a_bridge_gives_up_at_max_bridge_seconds_and_the_member_expires_with_one
     assert gone.app is not None
     killed_at = time.monotonic()
     gone.app.kill()
-    ended = wait_for(lambda: bridge_status(gone.sidecar)["bridge"], lambda b: (b or {}).get("state") == "ended",
+    ended = wait_for(lambda: gone.sidecar.status()["bridge"], lambda b: (b or {}).get("state") == "ended",
                      timeout=bound(deadline), what="the bridge ending at its deadline")  # fmt: skip
     assert ended["outcome"] == "deadline", ended
     assert ended["seconds_bridged"] >= deadline
@@ -256,7 +236,7 @@ def test_a_bridge_gives_up_at_max_bridge_seconds_and_the_member_expires_with_one
     wait_for(lambda: clients.stable_members(gone.conn, gone.group), lambda n: n == 1, timeout=30,
              what="the other member Stable alone")  # fmt: skip
     assert generations(kafka, gone.group)[-1] == before + 1  # one rebalance, not two
-    assert metric(gone.sidecar, 'vigil_sidecar_bridges_ended_total{outcome="deadline"}') == 1
+    assert gone.sidecar.metric('vigil_sidecar_bridges_ended_total{outcome="deadline"}') == 1
     assert 'action="leave-group"' not in gone.sidecar.get("/metrics")[1]
 
 
@@ -292,7 +272,7 @@ def test_sigterm_of_the_sidecar_ends_a_running_bridge_without_removing_the_membe
     old_member = going.app_member()
     assert going.app is not None
     going.app.kill()
-    wait_for(lambda: bridge_status(going.sidecar)["bridge"], lambda b: (b or {}).get("heartbeats_sent", 0) >= 2,
+    wait_for(lambda: going.sidecar.status()["bridge"], lambda b: (b or {}).get("heartbeats_sent", 0) >= 2,
              timeout=bound(2 * HEARTBEAT), what="the bridge heartbeating")  # fmt: skip
     stopping = time.monotonic()
     going.sidecar.stop()  # SIGTERM; SIGKILL only after 5 s

@@ -5,7 +5,6 @@ and the static app as real processes, generations counted from every node's own 
 Timings: session timeout 6 s, heartbeat 1 s (the app's, the other member's and the bridge's).
 """
 
-import json
 import re
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients, static_app
+from vigil_dev.testing.broker_log import broker_lines, stabilized
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
 
@@ -30,41 +30,14 @@ MAX_BRIDGE = 90.0
 HEARTBEAT_NONE = 'vigil_sidecar_broker_requests_total{api="Heartbeat",outcome="NONE"}'
 
 
-def broker_lines(kafka: KafkaCluster, group: str, pattern: str) -> list[tuple[int, tuple[str, ...]]]:
-    """(node id, groups) of every line of every node's server.log that matches `pattern` (`{g}`: the group)."""
-    line = re.compile(pattern.format(g=re.escape(group)))
-    found: list[tuple[int, tuple[str, ...]]] = []
-    for node in kafka.nodes:
-        path = kafka.server_log(node.node_id)
-        text = path.read_text() if path.exists() else ""
-        found += [(node.node_id, m.groups()) for m in line.finditer(text)]
-    return found
-
-
-def stabilized(kafka: KafkaCluster, group: str) -> list[tuple[int, int]]:
-    """Every (generation, members) any node stabilized for `group`: the rebalances (the test rules' count)."""
-    hits = broker_lines(kafka, group, r"Stabilized group {g} generation (\d+) with (\d+) members")
-    return sorted((int(gen), int(n)) for _, (gen, n) in hits)
-
-
 def preparing(kafka: KafkaCluster, group: str) -> list[tuple[int, tuple[str, ...]]]:
     """Every rebalance any node began for `group` (also one that never stabilized)."""
     return broker_lines(kafka, group, r"Preparing to rebalance group {g} in state \w+ with old generation (\d+)")
 
 
-def metric(sidecar: RunningSidecar, sample: str) -> float:
-    """One sample of the sidecar's /metrics (`name{labels}`), 0 when absent."""
-    for line in sidecar.get("/metrics")[1].splitlines():
-        name, _, value = line.rpartition(" ")
-        if name == sample:
-            return float(value)
-    return 0.0
-
-
 def bridge(sidecar: RunningSidecar) -> dict[str, Any]:
     """The sidecar's /v1/status `bridge` (the running one, else the last that ended), {} when none."""
-    status, body = sidecar.get("/v1/status")
-    return (json.loads(body).get("bridge") or {}) if status == 200 else {}
+    return dict(sidecar.status().get("bridge") or {})
 
 
 class Group:
@@ -134,7 +107,7 @@ class Group:
                  what=f"{self.group}: 2 static members Stable")  # fmt: skip
         member = self.by_instance()[self.instance]
         wait_for(
-            lambda: json.loads(self.sidecar.get("/v1/status")[1] or "{}"),
+            self.sidecar.status,
             lambda s: (s.get("member") or {}).get("member_id") == member and s["app"]["helper_connections"] == 1,
             timeout=30,
             what=f"{self.group}: the sidecar holding the app's connection and proving its member {member}",
@@ -195,9 +168,9 @@ def test_a_coordinator_move_during_a_bridge_costs_no_rebalance(kafka3: KafkaClus
                        what=f"{g.group}: DescribeGroups answered by a node other than {old}")  # fmt: skip
         new_at = time.monotonic()
         # the bridge keeps the member across the move: heartbeats answered NONE by the new coordinator
-        sent, answered = bridge(g.sidecar)["heartbeats_sent"], metric(g.sidecar, HEARTBEAT_NONE)
+        sent, answered = bridge(g.sidecar)["heartbeats_sent"], g.sidecar.metric(HEARTBEAT_NONE)
         after = wait_for(
-            lambda: (bridge(g.sidecar), metric(g.sidecar, HEARTBEAT_NONE)),
+            lambda: (bridge(g.sidecar), g.sidecar.metric(HEARTBEAT_NONE)),
             lambda s: s[0].get("heartbeats_sent", 0) >= sent + 2 and s[1] >= answered + 2,
             timeout=bound(2 * HEARTBEAT),
             what=f"{g.group}: the bridge's heartbeats answered NONE by the new coordinator {new}",
@@ -237,7 +210,7 @@ def test_a_coordinator_move_during_a_bridge_costs_no_rebalance(kafka3: KafkaClus
         print(f"coordinator {old} -> {new}; generations {stabilized(kafka3, g.group)}; bridge {ended}")
         assert stabilized(kafka3, g.group) == history, "a rebalance during the episode"
         assert len(preparing(kafka3, g.group)) == began, preparing(kafka3, g.group)[began:]
-        assert metric(g.sidecar, 'vigil_sidecar_bridges_ended_total{outcome="rejoined"}') == 1
+        assert g.sidecar.metric('vigil_sidecar_bridges_ended_total{outcome="rejoined"}') == 1
         assert "bridge removed member" not in g.sidecar.log.read_text()
     finally:
         kafka3.start_node(old)

@@ -13,7 +13,6 @@ Timings: session timeout 6 s, heartbeat 1 s (the app's, the in-process members' 
   the watchdog's view shows the new member id): it ends "rejoined" and never removes anything.
 """
 
-import json
 import re
 import time
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients, static_app
+from vigil_dev.testing.broker_log import stabilized
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
 
@@ -38,25 +38,9 @@ HEARTBEAT = 1.0
 EXPECTED_RETURN = 15.0
 
 
-def stabilized(kafka: KafkaCluster, group: str) -> list[tuple[int, int]]:
-    """Every (generation, members) the coordinator stabilized for `group`, from its log (the test rules' count)."""
-    line = re.compile(rf"Stabilized group {re.escape(group)} generation (\d+) with (\d+) members")
-    return [(int(g), int(n)) for g, n in line.findall(kafka.server_log(1).read_text())]
-
-
-def metric(sidecar: RunningSidecar, sample: str) -> float:
-    """One sample of the sidecar's /metrics (`name{labels}`), 0 when absent."""
-    for line in sidecar.get("/metrics")[1].splitlines():
-        name, _, value = line.rpartition(" ")
-        if name == sample:
-            return float(value)
-    return 0.0
-
-
 def bridge(sidecar: RunningSidecar) -> dict[str, Any]:
     """The sidecar's /v1/status `bridge` (the running one, else the last that ended), {} when none."""
-    status, body = sidecar.get("/v1/status")
-    return (json.loads(body).get("bridge") or {}) if status == 200 else {}
+    return dict(sidecar.status().get("bridge") or {})
 
 
 def generation_of(member: clients.Member) -> int:
@@ -134,7 +118,7 @@ class Group:
         wait_for(self.stable, lambda n: n == 2, timeout=60, what=f"{self.group}: 2 static members Stable")
         member = self.by_instance()[self.instance]
         wait_for(
-            lambda: json.loads(self.sidecar.get("/v1/status")[1] or "{}"),
+            self.sidecar.status,
             lambda s: (s.get("member") or {}).get("member_id") == member and s["app"]["helper_connections"] == 1,
             timeout=30,
             what=f"{self.group}: the sidecar holding the app's connection and proving its member {member}",
@@ -151,7 +135,7 @@ class Group:
                            timeout=bound(HEARTBEAT), what=f"{self.group}: the bridge heartbeating")  # fmt: skip
         assert running["state"] == "running", running
         assert running["member_id"] == member, running
-        assert metric(self.sidecar, 'vigil_sidecar_bridges_started_total{proof="helper-connection-closed"}') == 1
+        assert self.sidecar.metric('vigil_sidecar_bridges_started_total{proof="helper-connection-closed"}') == 1
 
     def close(self) -> None:
         if self.app is not None:
@@ -193,7 +177,7 @@ def test_remove_a_joiner_during_a_bridge_gets_a_stable_group_within_a_heartbeat_
                      what=f"{g.group}: the bridge ending")  # fmt: skip
     assert ended["outcome"] == "removed", ended
     assert ended["member_id"] == old_member
-    assert metric(g.sidecar, 'vigil_sidecar_bridges_ended_total{outcome="removed"}') == 1
+    assert g.sidecar.metric('vigil_sidecar_bridges_ended_total{outcome="removed"}') == 1
     assert re.search(rf"bridge of member {re.escape(old_member)} ended: removed after", g.sidecar.log.read_text())
 
     left = [line for line in kafka.server_log(1).read_text().splitlines() if f"Member {old_member} has left" in line]
@@ -236,7 +220,7 @@ def test_hold_the_app_restarted_inside_the_hold_joins_the_joiners_generation_and
     # new member id first); the hold never ran out, so no Remove was sent
     assert ended["outcome"] == "rejoined", ended
     assert ended["seconds_bridged"] < EXPECTED_RETURN, ended
-    assert metric(g.sidecar, 'vigil_sidecar_bridges_ended_total{outcome="rejoined"}') == 1
+    assert g.sidecar.metric('vigil_sidecar_bridges_ended_total{outcome="rejoined"}') == 1
     assert "bridge removed member" not in g.sidecar.log.read_text()
 
     # the restarted app took the held member's place inside the joiner's rebalance (the broker's own words)

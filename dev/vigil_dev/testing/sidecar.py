@@ -1,11 +1,13 @@
 """Run `vigil sidecar` as a real process next to a test or benchmark consumer, and talk to its listeners."""
 
+import json
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import ports, procs
@@ -32,6 +34,20 @@ class RunningSidecar:
             return exc.code, exc.read().decode()
         except OSError:
             return 0, ""
+
+    def metric(self, sample: str) -> float:
+        """One sample of /metrics, named as exposed (`name{labels}`); 0 when absent."""
+        for line in self.get("/metrics")[1].splitlines():
+            name, _, value = line.rpartition(" ")
+            if name == sample:
+                return float(value)
+        return 0.0
+
+    def status(self) -> dict[str, Any]:
+        """/v1/status as a dict; {} when the sidecar does not answer."""
+        code, body = self.get("/v1/status")
+        result: dict[str, Any] = json.loads(body) if code == 200 else {}
+        return result
 
     def stop(self) -> None:
         self.process.stop(grace=5)
