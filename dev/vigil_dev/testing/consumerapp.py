@@ -21,6 +21,7 @@ from typing import Any
 
 from vigil_core.kafka.security import KafkaConnection
 from vigil_dev.testing.clients import CONSUMER_DEFAULTS
+from vigil_dev.testing.podapp import QuietHandler
 from vigil_sidecar.client import Consumer
 
 
@@ -58,8 +59,8 @@ class App:
 
 
 def _handler(app: App) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
+    class Handler(QuietHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server names it
             if self.path == "/healthz":
                 self._reply(200, "ok")
             elif self.path == "/whoami":
@@ -67,7 +68,7 @@ def _handler(app: App) -> type[BaseHTTPRequestHandler]:
             else:
                 self._reply(404, "not found")
 
-        def do_POST(self) -> None:
+        def do_POST(self) -> None:  # noqa: N802 - http.server names it
             if self.path == "/stall":
                 app.stalled.set()
             elif self.path == "/resume":
@@ -77,16 +78,6 @@ def _handler(app: App) -> type[BaseHTTPRequestHandler]:
                 return
             print(f"consumerapp: {self.path[1:]}", flush=True)
             self._reply(200, "ok")
-
-        def _reply(self, code: int, body: str) -> None:
-            data = body.encode()
-            self.send_response(code)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *_: Any) -> None:
-            pass
 
     return Handler
 

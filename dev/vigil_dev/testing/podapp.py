@@ -26,7 +26,21 @@ class _State:
     ready = True
 
 
-class _Handler(BaseHTTPRequestHandler):
+class QuietHandler(BaseHTTPRequestHandler):
+    """Plain-text replies, no access log (probes would fill the container log): the test apps' HTTP base."""
+
+    def _reply(self, code: int, body: str) -> None:
+        data = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Handler(QuietHandler):
     def do_GET(self) -> None:
         if self.path == "/healthz":
             self._reply(200 if _State.healthy else 500, "ok" if _State.healthy else "failing")
@@ -46,16 +60,6 @@ class _Handler(BaseHTTPRequestHandler):
         setattr(_State, attr, value)
         print(f"podapp: {attr} = {value}", flush=True)
         self._reply(200, "ok")
-
-    def _reply(self, code: int, body: str) -> None:
-        data = body.encode()
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet: probes would fill the container log."""
 
 
 def main(argv: list[str] | None = None) -> int:
