@@ -74,6 +74,9 @@ class Sidecar:
         self._queue: asyncio.Queue[Observation] = asyncio.Queue()
         self._wake_at: float | None = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-kafka")
+        self._bridge_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-bridge")
+        """The bridge's own thread and client: a describe retrying through a coordinator move on the watchdog's
+        thread must not hold a heartbeat back past the member's session."""
         self._client: GroupClient | None = None
         self._sink: EventSink | None = None
         self._sampler: ProgressSampler | None = None
@@ -313,7 +316,7 @@ class Sidecar:
         api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
         if api is Api.HEARTBEAT:
             self.metrics.bridge_heartbeats.inc()
-        outcome = await asyncio.get_running_loop().run_in_executor(self._worker, self._bridge_request, request)
+        outcome = await asyncio.get_running_loop().run_in_executor(self._bridge_worker, self._bridge_request, request)
         self.metrics.requests.labels(api.value, outcome.name).inc()
         return outcome
 
@@ -326,6 +329,7 @@ class Sidecar:
                     self.connection,
                     client_id=f"vigil-sidecar-{self.settings.pod_name}",
                     max_attempts=BRIDGE_CLIENT_ATTEMPTS,
+                    request_timeout=self.settings.bridge_heartbeat_interval,
                 )
             client = self._bridge_client
             if isinstance(request, bridge.SendHeartbeat):
@@ -661,6 +665,7 @@ class Sidecar:
         if self._sink is not None:
             self._sink.flush(5)
         self._worker.shutdown(wait=False, cancel_futures=True)
+        self._bridge_worker.shutdown(wait=False, cancel_futures=True)
         if self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.close()

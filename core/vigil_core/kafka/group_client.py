@@ -23,7 +23,6 @@ from vigil_core.rules import BrokerLimits
 
 REASON_PREFIX = "vigil: "
 _UNSUPPORTED_VERSION = 35
-_REQUEST_TIMEOUT = 10.0
 #: KIP-848 groups can have members removed by a third party only from Kafka 4.0 on (KAFKA-18188).
 KIP848_REMOVAL_SINCE = (4, 0)
 
@@ -45,10 +44,14 @@ class GroupClient:
         *,
         client_id: str = "vigil",
         max_attempts: int = 6,
+        request_timeout: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """`request_timeout` bounds each request (seconds); the bridge keeps it below its heartbeat interval so a
+        request to a coordinator that went away cannot outlast the member's session."""
         self._admin = AdminClient(connection.confluent_config() | {"client.id": client_id, "log_level": 3})
-        self._wire = wire.GroupWire(connection, client_id)
+        self._wire = wire.GroupWire(connection, client_id, request_timeout)
+        self._timeout = request_timeout
         self._coordinators: dict[str, int] = {}
         self._max_attempts = max_attempts
         self._sleep = sleep
@@ -96,7 +99,7 @@ class GroupClient:
         desc = self._admin_call(
             Api.DESCRIBE_GROUP,
             f"describe group {group_id!r}",
-            lambda: self._admin.describe_consumer_groups([group_id], request_timeout=_REQUEST_TIMEOUT)[group_id],
+            lambda: self._admin.describe_consumer_groups([group_id], request_timeout=self._timeout)[group_id],
         )
         group_type = _enum(GroupType, desc.type, GroupType.UNKNOWN)
         subscribed: dict[str, tuple[str, ...]] = {}
@@ -132,7 +135,7 @@ class GroupClient:
             Api.OFFSET_FETCH,
             f"committed offsets of {group_id!r}",
             lambda: self._admin.list_consumer_group_offsets(
-                request, require_stable=True, request_timeout=_REQUEST_TIMEOUT
+                request, require_stable=True, request_timeout=self._timeout
             )[group_id],
         )
         return {
@@ -152,23 +155,23 @@ class GroupClient:
         isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
 
         def request() -> Any:  # one ListOffsets per leader for all partitions, not one per partition
-            return _AllOf(self._admin.list_offsets(wanted, isolation_level=isolation, request_timeout=_REQUEST_TIMEOUT))
+            return _AllOf(self._admin.list_offsets(wanted, isolation_level=isolation, request_timeout=self._timeout))
 
         infos = self._admin_call(Api.LIST_OFFSETS, f"end offsets of {len(wanted)} partitions", request)
         return {TopicPartitionRef(tp.topic, tp.partition): info.offset for tp, info in infos.items()}
 
     def cluster_id(self) -> str:
         """The Kafka cluster id (identifies the cluster whatever address it is reached by)."""
-        describe = lambda: self._admin.describe_cluster(request_timeout=_REQUEST_TIMEOUT)  # noqa: E731
+        describe = lambda: self._admin.describe_cluster(request_timeout=self._timeout)  # noqa: E731
         description = self._admin_call(Api.DESCRIBE_CLUSTER, "describe cluster", describe)
         return str(description.cluster_id)
 
     def broker_limits(self) -> BrokerLimits:
         """The session/heartbeat bounds the broker enforces; Kafka's defaults (and says so) when denied."""
-        node = next(iter(self._admin.list_topics(timeout=_REQUEST_TIMEOUT).brokers))
+        node = next(iter(self._admin.list_topics(timeout=self._timeout).brokers))
         resource = ConfigResource(ResourceType.BROKER, str(node))
         try:
-            configs = self._admin.describe_configs([resource], request_timeout=_REQUEST_TIMEOUT)[resource].result()
+            configs = self._admin.describe_configs([resource], request_timeout=self._timeout)[resource].result()
         except KafkaException:
             return BrokerLimits(from_defaults=True)
 
@@ -246,7 +249,7 @@ class GroupClient:
         """An AdminClient request (which finds coordinators itself), retried as the error table says."""
         for attempt in range(self._max_attempts):
             try:
-                return request().result(timeout=_REQUEST_TIMEOUT * 2)
+                return request().result(timeout=self._timeout * 2)
             except KafkaException as exc:
                 outcome = classify(api, _kafka_code(exc))
                 if not _retry(outcome) or attempt + 1 == self._max_attempts:

@@ -58,7 +58,8 @@ class LeaveResult:
 class GroupWire:
     """One kafka-python admin connection set; blocking calls, safe from one thread at a time."""
 
-    def __init__(self, connection: KafkaConnection, client_id: str = "vigil") -> None:
+    def __init__(self, connection: KafkaConnection, client_id: str = "vigil", request_timeout: float = 10.0) -> None:
+        self._timeout_ms = int(request_timeout * 1000)
         try:
             self._admin = KafkaAdminClient(**connection.kafka_python_config(), client_id=client_id)
         except _TRANSPORT as exc:
@@ -76,10 +77,13 @@ class GroupWire:
         return {int(key): (int(lo), int(hi)) for key, (lo, hi) in self._admin.api_versions().items()}
 
     def _send(self, request: Any, node_id: int | None = None) -> Any:
+        """One request, answered or failed within the request timeout: the deadline covers a request still queued
+        behind a connection being set up (kafka-python's own timer starts only once the bytes are written)."""
         manager = self._admin._manager  # noqa: SLF001 - the connection manager is how kafka-python sends
+        timeout_ms = self._timeout_ms
 
         async def send() -> Any:
-            return await manager.send(request, node_id=node_id)
+            return await manager.wait_for(manager.send(request, node_id, request_timeout_ms=timeout_ms), timeout_ms)
 
         return manager.run(send)
 
