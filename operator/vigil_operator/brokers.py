@@ -16,6 +16,7 @@ from confluent_kafka import KafkaException
 
 from vigil_core import rules
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
+from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_operator.domain.reconcile import GroupFacts, Unreachable
 
@@ -64,6 +65,25 @@ class Brokers:
         client, cluster.client, cluster.cluster_id, cluster.limits = cluster.client, None, None, None
         if client is not None:
             client.close()
+
+    async def remove(self, connection: KafkaConnection, group_id: str, member_id: str, instance_id: str | None,
+                     reason: str) -> Outcome:  # fmt: skip
+        """Compare-and-remove one member (the pair observed); every failure as an Outcome, never raised."""
+        cluster = self._cluster(connection)
+
+        def remove() -> Outcome:
+            if cluster.client is None:
+                cluster.client = GroupClient(cluster.connection, client_id="vigil-operator", max_attempts=3)
+            cluster.requests += 1
+            return cluster.client.remove_member(group_id, member_id, instance_id, reason)
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(cluster.worker, remove)
+        except GroupClientError as exc:
+            return exc.outcome
+        except (KafkaException, RuntimeError, OSError) as exc:
+            log.warning("remove %s from %s: %s", member_id, group_id, _one_line(exc))
+            return classify(Api.LEAVE_GROUP, TRANSPORT_ERROR)
 
     def requests(self) -> int:
         return sum(c.requests for c in self._clusters.values())

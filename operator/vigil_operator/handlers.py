@@ -5,11 +5,13 @@ every ConsumerGroup (claims, the webhook's lookup), the pods naming a group, the
 a resync makes no list call and the webhook none at all.
 """
 
+import copy
 import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import kopf
 
@@ -27,6 +29,8 @@ SETTINGS = OperatorSettings.model_validate(
 )
 """Read once at import: `vigil operator` puts its validated flags into the environment before importing."""
 CR = (API_GROUP, VERSION, PLURAL)
+RECENT_END = timedelta(seconds=60)
+"""A pod event within this of an app container's end resyncs its group (the end may still be a departure)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,8 @@ class Record:
 
     claim: claims.Claim
     spec: Mapping[str, Any]
+    body: Mapping[str, Any]
+    """The whole object as last seen: a pod's event resyncs the group with it (no read)."""
 
 
 @kopf.on.startup()
@@ -70,7 +76,14 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.index(*CR)
 def consumergroups(
-    *, namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, **_: Any
+    *,
+    namespace: str | None,
+    name: str,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    meta: kopf.Meta,
+    body: kopf.Body,
+    **_: Any,
 ) -> dict[tuple[str, str], Record]:
     namespace = namespace or ""
     claim = claims.Claim(
@@ -80,7 +93,7 @@ def consumergroups(
         str(status.get("clusterId") or ""),
         str(spec.get("groupId") or ""),
     )
-    return {(namespace, name): Record(claim, dict(spec))}
+    return {(namespace, name): Record(claim, dict(spec), copy.deepcopy(dict(body)))}
 
 
 @kopf.index("pods", annotations={injection.GROUP_ANNOTATION: kopf.PRESENT})
@@ -103,17 +116,43 @@ def kubelets(*, status: kopf.Status, **_: Any) -> dict[str, str]:
 @kopf.on.update(*CR, field="spec")
 @kopf.timer(*CR, interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds)
 async def resync(*, body: kopf.Body, memo: Any, namespace: str | None, name: str, **kwargs: Any) -> None:
-    group_pods: kopf.Index[tuple[str, str], PodFacts] = kwargs["group_pods"]
+    await _sync(memo["runtime"], body, (namespace or "", name), kwargs["group_pods"], kwargs["consumergroups"])
+
+
+@kopf.on.event("pods", annotations={injection.GROUP_ANNOTATION: kopf.PRESENT})
+async def pod_changed(
+    *, type: str | None, body: kopf.Body, namespace: str | None, annotations: Mapping[str, str], memo: Any,
+    **kwargs: Any,
+) -> None:  # fmt: skip
+    """A pod gone, going away, or whose app container ended since the group's last resync: resync the group now,
+    so a departed member is removed at once (domain.departures) instead of at the next timer."""
+    key = (namespace or "", annotations[injection.GROUP_ANNOTATION])
     consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
-    runtime: Runtime = memo["runtime"]
-    namespace = namespace or ""
-    mine: list[PodFacts] = list(group_pods.get((namespace, name), []))
-    others = [r.claim for key, store in consumergroups.items() if key != (namespace, name) for r in store]
+    record = next(iter(consumergroups.get(key, [])), None)
+    if record is None or not _may_have_departed(type, pods.pod_facts(body), datetime.now(UTC)):
+        return
+    await _sync(memo["runtime"], record.body, key, kwargs["group_pods"], consumergroups)
+
+
+def _may_have_departed(event: str | None, pod: PodFacts, now: datetime) -> bool:
+    """Worth a resync now: the pod is gone, or its app container ended recently."""
+    if event == "DELETED":
+        return True
+    return pod.app_ended_at is not None and now - pod.app_ended_at <= RECENT_END
+
+
+async def _sync(
+    runtime: Runtime, body: Mapping[str, Any], key: tuple[str, str], group_pods: kopf.Index[tuple[str, str], PodFacts],
+    consumergroups: kopf.Index[tuple[str, str], Record],
+) -> None:  # fmt: skip
+    """One resync of the group `key` with the pods and the other groups' claims from the indexes."""
+    mine: list[PodFacts] = list(group_pods.get(key, []))
+    others = [r.claim for k, store in consumergroups.items() if k != key for r in store]
 
     def post(notice: Notice) -> None:
-        kopf.event(body, type=notice.type, reason=notice.reason, message=notice.message)
+        kopf.event(cast(kopf.Body, body), type=notice.type, reason=notice.reason, message=notice.message)
 
-    await runtime.sync(body, list(mine), others, post)
+    await runtime.sync(body, mine, others, post)
 
 
 # -- liveness probe extras: `GET <liveness URL>` shows them next to kopf's own "ok" -----------------------------
@@ -123,6 +162,13 @@ async def resync(*, body: kopf.Body, memo: Any, namespace: str | None, name: str
 def resyncs(*, memo: Any, **_: Any) -> int:
     runtime = memo.get("runtime")
     return runtime.syncs if isinstance(runtime, Runtime) else 0
+
+
+@kopf.on.probe(id="departures_removed")
+def departures_removed(*, memo: Any, **_: Any) -> int:
+    """Members removed at once because their pod was gone or their app container ended (issue #8)."""
+    runtime = memo.get("runtime")
+    return runtime.departures_removed if isinstance(runtime, Runtime) else 0
 
 
 @kopf.on.probe(id="kafka_requests")

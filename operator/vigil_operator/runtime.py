@@ -16,10 +16,11 @@ from pydantic import ValidationError
 
 from vigil_core import events
 from vigil_core.kafka.event_sink import EventSink
+from vigil_core.kafka.outcomes import Reaction
 from vigil_core.kafka.security import KafkaConnection
 from vigil_operator import credentials
 from vigil_operator.brokers import Brokers
-from vigil_operator.domain import claims, conditions, reconcile
+from vigil_operator.domain import claims, conditions, departures, reconcile
 from vigil_operator.domain.reconcile import GroupFacts, Notice, Observation, PodFacts, Unreachable
 from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, parse_spec
 from vigil_operator.domain.status import ConditionType, ConsumerGroupStatus
@@ -40,7 +41,11 @@ class Runtime:
     sinks: dict[KafkaConnection, EventSink] = field(default_factory=dict)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _budgets: dict[str, tuple[int, str]] = field(default_factory=dict)
+    _sightings: dict[str, dict[str, departures.Sighting]] = field(default_factory=dict)
+    """Per CR uid: when each member was first seen and the pod it belongs to (domain.departures)."""
     syncs: int = 0
+    departures_removed: int = 0
+    """Members removed at once because their consumer was provably gone (domain.departures)."""
 
     async def sync(
         self, body: Mapping[str, Any], pods: Iterable[PodFacts], others: Iterable[claims.Claim], post: Post
@@ -78,9 +83,15 @@ class Runtime:
             mine = claims.Claim(created, namespace, name, facts.cluster_id, spec.group_id)
             found = claims.owner([*others, mine], facts.cluster_id, spec.group_id)
             owner = found.ref if found is not None and found != mine else None
+        if owner is None and isinstance(facts, GroupFacts) and connection is not None:
+            await self._depart(namespace, spec, uid=str(meta["uid"]), facts=facts, pods=pods, connection=connection,
+                               now=now, post=post)  # fmt: skip
         stalls = self._stalls(connection, spec, facts, now)
         observation = Observation(generation, spec, facts, pods, stalls, owner)
         status, notices = reconcile.reconcile(previous, observation, now)
+        if isinstance(facts, GroupFacts):
+            uid = str(meta["uid"])
+            self._sightings[uid] = departures.remember(self._sightings.get(uid, {}), status.members, now)
         await self.kube.apply_status(namespace, name, _dump(status))
         for notice in notices:
             post(notice)
@@ -89,6 +100,51 @@ class Runtime:
             if isinstance(facts, GroupFacts) and connection is not None:
                 self._snapshot(connection, namespace, spec, status, now)
         return status
+
+    async def _depart(
+        self, namespace: str, spec: ConsumerGroupSpec, *, uid: str, facts: GroupFacts, pods: list[PodFacts],
+        connection: KafkaConnection, now: datetime, post: Post,
+    ) -> None:  # fmt: skip
+        """Remove at once the members whose consumer is provably gone (domain.departures): an Event, an event on
+        the events topic and a count each. The StatefulSet is read only when a static member's pod is gone."""
+        sightings = self._sightings.get(uid, {})
+        replicas = None
+        if departures.needs_replicas(spec, sightings, pods) and spec.workload.name:
+            try:
+                replicas = await self.kube.statefulset_replicas(namespace, spec.workload.name)
+            except KubeError as exc:
+                log.warning("departures of %s: %s", spec.group_id, exc)
+                return
+        present = {m.member_id: m.instance_id for m in facts.view.members}
+        for gone in departures.departures(spec, sightings, present, pods, replicas=replicas):
+            outcome = await self.brokers.remove(connection, spec.group_id, gone.member_id, gone.instance_id,
+                                                gone.reason)  # fmt: skip
+            log.info("%s: removing member %s (%s): %s", spec.group_id, gone.member_id, gone.reason, outcome.name)
+            if outcome.reaction is Reaction.DONE:
+                self.departures_removed += 1
+                post(Notice("Normal", "MemberRemoved", f"removed member {gone.member_id} at once: {gone.reason}"))
+                self._emit(connection, events.MemberRemoved(
+                    time=now, cluster=facts.cluster_id, group=spec.group_id, source="operator", namespace=namespace,
+                    pod=gone.pod,
+                    payload=events.MemberRemovedPayload(
+                        member=events.MemberRef(member_id=gone.member_id, instance_id=gone.instance_id),
+                        cause=gone.cause,
+                    ),
+                ))  # fmt: skip
+            elif outcome.reaction in {Reaction.ALREADY_GONE, Reaction.NOTHING_TO_DO}:
+                log.info("%s: member %s needed no removal (%s)", spec.group_id, gone.member_id, outcome.name)
+            else:
+                message = f"could not remove member {gone.member_id} ({gone.reason}): {outcome.name}: {outcome.message}"
+                post(Notice("Warning", "MemberRemovalFailed", message))
+
+    def _emit(self, connection: KafkaConnection, event: events.Event) -> None:
+        """One event on the events topic (none configured: nothing)."""
+        if not self.settings.events_topic:
+            return
+        sink = self.sinks.get(connection)
+        if sink is None:
+            sink = self.sinks[connection] = EventSink(connection, self.settings.events_topic, "vigil-operator")
+        sink.emit(event)
 
     def _stalls(
         self, connection: KafkaConnection | None, spec: ConsumerGroupSpec, facts: GroupFacts | Unreachable,
@@ -123,11 +179,6 @@ class Runtime:
         now: datetime,
     ) -> None:  # fmt: skip
         """A group-snapshot event each resync, so the report works where __consumer_offsets cannot be read."""
-        if not self.settings.events_topic:
-            return
-        sink = self.sinks.get(connection)
-        if sink is None:
-            sink = self.sinks[connection] = EventSink(connection, self.settings.events_topic, "vigil-operator")
         event = events.GroupSnapshot(
             time=now,
             cluster=status.cluster_id or "",
@@ -152,7 +203,7 @@ class Runtime:
                 total_lag=status.lag,
             ),
         )
-        sink.emit(event)
+        self._emit(connection, event)
 
     async def _invalid(
         self, body: Mapping[str, Any], previous: ConsumerGroupStatus, problem: str, *, now: datetime, post: Post

@@ -17,104 +17,16 @@ from vigil_core import events
 from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
+from vigil_dev.testing.e2e import CG, cond, consumer_group, events_for, statefulset, status_of, wait_injecting
 from vigil_dev.testing.kube_fixtures import Fakelet, Kube, condition, container_pid, process_alive, process_argv
 from vigil_dev.testing.operator import RunningOperator, start_operator
 from vigil_dev.testing.waiting import wait_for
-from vigil_operator import crd
 from vigil_sidecar.budget import ledger
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
 
-CG = ("vigil.dev", "v1alpha1", "consumergroups")
-APP = ["python", "-m", "vigil_dev.testing.consumerapp"]
 
-
-# -- fixtures --------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def events_topic(kafka: KafkaCluster) -> str:
-    return clients.create_topic(kafka.connection(), clients.unique("vigil-events"), partitions=3)
-
-
-@pytest.fixture(scope="module")
-def crds(kube: Kube) -> None:
-    kube.apply(crd.load())
-    kube.apply((Path(__file__).parents[2] / "crds" / "kopf-peering.yaml").read_text())
-
-    def served() -> bool:
-        try:
-            kube.custom.list_cluster_custom_object(*CG)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
-
-    wait_for(served, timeout=30, what="the ConsumerGroup CRD served")
-
-
-@pytest.fixture(scope="module")
-def operator(kube: Kube, crds: None, events_topic: str, artifacts_dir: Path) -> Iterator[RunningOperator]:
-    running = start_operator(kube.kubeconfig, artifacts_dir / "operator", events_topic=events_topic)
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-def consumer_group(name: str, group: str, bootstrap: str, **liveness: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "vigil.dev/v1alpha1",
-        "kind": "ConsumerGroup",
-        "metadata": {"name": name},
-        "spec": {
-            "groupId": group,
-            "kafka": {"bootstrapServers": bootstrap},
-            "workload": {"kind": "StatefulSet", "name": name},
-            "liveness": {"stallTimeoutSeconds": 6, "action": "alert", **liveness},
-        },
-    }
-
-
-def statefulset(name: str, group: str, topic: str, bootstrap: str, replicas: int = 3) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {
-                    "labels": {"app": name, "vigil.dev/inject": "true"},
-                    "annotations": {"vigil.dev/consumer-group": name},
-                },
-                "spec": {
-                    "terminationGracePeriodSeconds": 5,
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "vigil-test/consumerapp:1",
-                            "command": APP,
-                            "args": ["--group", group, "--topic", topic],
-                            "env": [{"name": "VIGIL_KAFKA_BOOTSTRAP_SERVERS", "value": bootstrap}],
-                        }
-                    ],
-                },
-            },
-        },
-    }
-
-
-def status_of(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
-    obj = kube.custom.get_namespaced_custom_object(*CG[:2], namespace, CG[2], name)
-    return dict(obj.get("status") or {})
-
-
-def cond(status: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
+# -- helpers and fixtures --------------------------------------------------------------------------------------
 
 
 def sidecars(pod: dict[str, Any]) -> list[str]:
@@ -122,11 +34,6 @@ def sidecars(pod: dict[str, Any]) -> list[str]:
     return [
         c["name"] for c in [*(spec.get("initContainers") or []), *spec["containers"]] if c["name"] == "vigil-sidecar"
     ]
-
-
-def events_for(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
-    listed = kube.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}")
-    return [{"reason": e.reason, "type": e.type, "message": e.message} for e in listed.items]
 
 
 def latest_snapshot(kafka: KafkaCluster, topic: str, group: str) -> events.GroupSnapshot | None:
@@ -163,16 +70,7 @@ def live_group(
     topic = clients.create_topic(kafka.connection(), clients.unique("orders"), partitions=6)
     kube.core.create_namespace({"metadata": {"name": namespace}})
     kube.apply(consumer_group(name, group, bootstrap), namespace)
-    wait_for(  # the webhook knows the CR once it is in the operator's index: dry-run until a pod would be injected
-        lambda: kube.core.create_namespaced_pod(
-            namespace, statefulset(name, group, topic, bootstrap)["spec"]["template"] | {"metadata": {
-                "name": "probe", **statefulset(name, group, topic, bootstrap)["spec"]["template"]["metadata"]}},
-            dry_run="All",
-        ).to_dict(),
-        lambda pod: any(c["name"] == "vigil-sidecar" for c in (pod["spec"].get("init_containers") or [])),
-        timeout=30,
-        what="the webhook injecting a dry-run pod",
-    )  # fmt: skip
+    wait_injecting(kube, namespace, statefulset(name, group, topic, bootstrap))
     kube.apply(statefulset(name, group, topic, bootstrap), namespace)
     clients.produce_spread(kafka.connection(), topic, [f"m{i}" for i in range(60)], 6)
     try:

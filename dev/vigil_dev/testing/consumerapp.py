@@ -2,7 +2,8 @@
 
 `python -m vigil_dev.testing.consumerapp --group G --topic T [--control-port 8080]` joins G with vigil's app
 helper (`vigil_sidecar.client.Consumer`, which beacons to `$VIGIL_BEACON_ADDR` when the sidecar was injected),
-honours `KAFKA_CLIENT_ID` and `KAFKA_GROUP_INSTANCE_ID` as the webhook sets them, and reads the broker from
+honours `KAFKA_CLIENT_ID` and `KAFKA_GROUP_INSTANCE_ID` as the webhook sets them (and `KAFKA_SESSION_TIMEOUT_MS`,
+`KAFKA_HEARTBEAT_INTERVAL_MS` when a test sets them), and reads the broker from
 `VIGIL_KAFKA_*` (the same connection variables the sidecar uses). Control, on `$VIGIL_POD_IP`:
 
 - `POST /stall` stops calling poll() (librdkafka keeps heartbeating: stalled but alive), `POST /resume`;
@@ -29,6 +30,10 @@ class App:
     def __init__(self, group: str, topic: str) -> None:
         conf: dict[str, Any] = KafkaConnection.from_env(os.environ).confluent_config() | dict(CONSUMER_DEFAULTS)
         conf |= {"group.id": group, "client.id": os.environ.get("KAFKA_CLIENT_ID") or f"{group}-app"}
+        for name, key in (("KAFKA_SESSION_TIMEOUT_MS", "session.timeout.ms"),
+                          ("KAFKA_HEARTBEAT_INTERVAL_MS", "heartbeat.interval.ms")):  # fmt: skip
+            if os.environ.get(name):
+                conf[key] = int(os.environ[name])
         if os.environ.get("KAFKA_GROUP_INSTANCE_ID"):
             conf["group.instance.id"] = os.environ["KAFKA_GROUP_INSTANCE_ID"]
         self.conf = conf

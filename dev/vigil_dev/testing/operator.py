@@ -36,9 +36,13 @@ class RunningOperator:
         except (urllib.error.URLError, OSError, ValueError):
             return {}
 
-    def resyncs(self) -> int:
-        value = self.probe().get("resyncs", 0)
+    def count(self, probe_id: str) -> int:
+        """One of the operator's counting probes (`resyncs`, `kafka_requests`, `departures_removed`), 0 when down."""
+        value = self.probe().get(probe_id, 0)
         return value if isinstance(value, int) else 0
+
+    def resyncs(self) -> int:
+        return self.count("resyncs")
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""

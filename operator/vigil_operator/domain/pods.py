@@ -1,21 +1,29 @@
 """Which pods belong to a ConsumerGroup, and the identity each one's member can be proven by (pure)."""
 
+import dataclasses
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from vigil_operator.domain.injection import SIDECAR_NAME
 from vigil_operator.domain.reconcile import PodFacts
 
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_ORDINAL = re.compile(r"-(0|[1-9][0-9]*)$")
 
 
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
     """The pod's name and the instance id its sidecar was given (static groups), `$(VAR)`s resolved from the
     pod's own name and namespace; an instance id from a Secret or ConfigMap stays unknown (the client.id
-    basis still matches the member)."""
+    basis still matches the member). Also its StatefulSet ordinal, when its app last ended, and whether it is
+    being deleted: what departures are judged by."""
     meta = pod.get("metadata") or {}
     name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+    facts = PodFacts(
+        name, None, _ordinal(meta), _app_ended_at(pod), bool(meta.get("deletionTimestamp")),
+        _time(meta.get("creationTimestamp")),
+    )  # fmt: skip
     known = {"VIGIL_POD_NAME": name, "VIGIL_NAMESPACE": namespace}
     spec = pod.get("spec") or {}
     for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
@@ -24,5 +32,41 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
         for var in container.get("env") or []:
             if var.get("name") == "VIGIL_INSTANCE_ID" and "value" in var:
                 value = _REF.sub(lambda m: known.get(m.group(1), m.group(0)), str(var["value"]))
-                return PodFacts(name, None if "$(" in value else value)
-    return PodFacts(name)
+                return dataclasses.replace(facts, instance_id=None if "$(" in value else value)
+    return facts
+
+
+def _ordinal(meta: Mapping[str, Any]) -> int | None:
+    """`<set>-<n>` of a pod a StatefulSet owns (the controller names its pods so); None for any other pod."""
+    owners = meta.get("ownerReferences") or []
+    owned = [o for o in owners if o.get("kind") == "StatefulSet" and o.get("controller")]
+    name = str(meta.get("name") or "")
+    if not owned or not name.startswith(f"{owned[0].get('name')}-"):
+        return None
+    found = _ORDINAL.search(name)
+    return int(found.group(1)) if found else None
+
+
+def _app_ended_at(pod: Mapping[str, Any]) -> datetime | None:
+    """The latest `finishedAt` of a terminated app container (its current or last state): regular containers only
+    (an init container that finished did its job; the sidecar is not the app)."""
+    ended: list[datetime] = []
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container.get("name") == SIDECAR_NAME:
+            continue
+        for state in (container.get("state") or {}, container.get("lastState") or {}):
+            finished = _time((state.get("terminated") or {}).get("finishedAt"))
+            if finished is not None:
+                ended.append(finished)
+    return max(ended, default=None)
+
+
+def _time(stamp: object) -> datetime | None:
+    """An RFC 3339 timestamp of the API; None when absent or malformed (never raised: it is a fact, not input)."""
+    if not stamp:
+        return None
+    try:
+        found = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return found if found.tzinfo is not None else None

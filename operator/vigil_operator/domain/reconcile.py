@@ -46,6 +46,14 @@ class PodFacts:
     name: str
     instance_id: str | None = None
     """The group.instance.id the pod's app uses, when known (static groups)."""
+    ordinal: int | None = None
+    """The StatefulSet ordinal (the pod is owned by a StatefulSet and named `<set>-<n>`), else None."""
+    app_ended_at: datetime | None = None
+    """When an app container (not the sidecar) last terminated, from the kubelet's container statuses."""
+    deleting: bool = False
+    """A deletion is under way (deletionTimestamp set): the app is being stopped and may still leave by itself."""
+    created_at: datetime | None = None
+    """metadata.creationTimestamp: a member seen before it cannot be this pod's (a StatefulSet reuses names)."""
 
 
 @dataclass(frozen=True)

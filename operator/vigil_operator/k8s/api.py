@@ -24,6 +24,11 @@ MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "vigil-operator"}
 class KubeError(Exception):
     """An API call failed: one line naming the object and the server's reason."""
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        """The HTTP status the API server answered with; None when it did not answer."""
+
 
 class KubeApi:
     def __init__(self, api: Any) -> None:
@@ -32,6 +37,7 @@ class KubeApi:
         self._core = client.CoreV1Api(api)
         self._coordination = client.CoordinationV1Api(api)
         self._rbac = client.RbacAuthorizationV1Api(api)
+        self._apps = client.AppsV1Api(api)
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None) -> "KubeApi":
@@ -123,11 +129,25 @@ class KubeApi:
             raise KubeError(f"Secret {namespace}/{name} has no key {key!r} (keys: {', '.join(sorted(data)) or 'none'})")
         return base64.b64decode(data[key])
 
+    async def statefulset_replicas(self, namespace: str, name: str) -> int | None:
+        """The StatefulSet's desired replicas (`spec.replicas`, 1 when unset); None when the set does not exist."""
+        try:
+            found = await self._call(
+                f"StatefulSet {namespace}/{name}",
+                lambda: self._apps.read_namespaced_stateful_set(name, namespace, _preload_content=False),
+            )
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        replicas = (json.loads(found.data).get("spec") or {}).get("replicas")
+        return 1 if replicas is None else int(replicas)
+
     async def _call(self, what: str, call: Any) -> Any:
         try:
             return await asyncio.to_thread(call)
         except ApiException as exc:
-            raise KubeError(f"{what}: {exc.status} {_reason(exc)}") from None
+            raise KubeError(f"{what}: {exc.status} {_reason(exc)}", exc.status) from None
         except OSError as exc:
             raise KubeError(f"{what}: the API server is unreachable ({exc})") from None
 

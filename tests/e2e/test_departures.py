@@ -1,0 +1,178 @@
+"""Immediate cleanup of departed members (issue #8) end to end: the operator as a real process, fakelet pods running
+real consumers with injected sidecars, real Kafka. The consumers' session timeout is 30 s, so a member the
+coordinator had to expire by itself would keep its partitions unconsumed for 30 s; vigil removes it at once.
+
+Times are measured from the act (kill -9, the replicas patch) to the broker's own DescribeGroups showing the group
+Stable without the departed members and every partition assigned; that the removal was vigil's is read from the
+broker's log (a LeaveGroup whose client reason is vigil's), not from vigil.
+"""
+
+import os
+import re
+import signal
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing import clients
+from vigil_dev.testing.broker_log import broker_lines
+from vigil_dev.testing.e2e import consumer_group, events_for, statefulset, status_of, wait_injecting
+from vigil_dev.testing.kube_fixtures import Fakelet, Kube, container_pid
+from vigil_dev.testing.operator import RunningOperator
+from vigil_dev.testing.waiting import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
+
+SESSION_MS = 30_000
+PARTITIONS = 6
+WITHIN = 5.0
+"""The issue's bound: departed members gone, partitions reassigned, within 5 s (stock: the 30 s session)."""
+LEFT = r"\[Group {g}\] Member (\S+) has left group through explicit `LeaveGroup` request; client reason: (.*) \("
+
+
+class Group:
+    """A ConsumerGroup and its StatefulSet of consumers (session 30 s) in a fresh namespace."""
+
+    def __init__(self, kube: Kube, kafka: KafkaCluster, *, replicas: int, membership: str) -> None:
+        self.kube, self.kafka = kube, kafka
+        self.namespace, self.name = f"t-{uuid.uuid4().hex[:10]}", "orders"
+        self.group = clients.unique(f"depart-{membership}")
+        self.conn = kafka.connection()
+        self.topic = clients.create_topic(self.conn, clients.unique("depart"), partitions=PARTITIONS)
+        kube.core.create_namespace({"metadata": {"name": self.namespace}})
+        spec = {"membership": membership, "client": {"sessionTimeoutMs": SESSION_MS, "heartbeatIntervalMs": 1000}}
+        kube.apply(consumer_group(self.name, self.group, self.conn.bootstrap_servers, spec=spec), self.namespace)
+        self.workload = statefulset(
+            self.name, self.group, self.topic, self.conn.bootstrap_servers, replicas,
+            env={"KAFKA_SESSION_TIMEOUT_MS": str(SESSION_MS)}, parallel=True,
+        )  # fmt: skip
+        wait_injecting(kube, self.namespace, self.workload)
+        kube.apply(self.workload, self.namespace)
+
+    def mapped(self, replicas: int) -> dict[str, dict[str, Any]]:
+        """pod → member as the operator's status maps them, once Stable with every pod's member mapped."""
+        pods = [f"{self.name}-{i}" for i in range(replicas)]
+        status = wait_for(
+            lambda: status_of(self.kube, self.namespace, self.name),
+            lambda s: s.get("state") == "Stable" and sorted(m.get("pod") or "" for m in s.get("members") or []) == pods,
+            timeout=120,
+            what=f"{self.group}: Stable in status with {replicas} members mapped to their pods",
+        )
+        return {m["pod"]: m for m in status["members"]}
+
+    def known_for(self, members: dict[str, dict[str, Any]], seconds: float) -> None:
+        """Until a resync more than `seconds` after the one that showed `members`: the operator acts only on an
+        end provably after it first saw a member (departures.CLOCK_SKEW), as on a user's kill of a settled pod."""
+        ids = {m["memberId"] for m in members.values()}
+
+        def seen() -> tuple[datetime, set[str]]:
+            status = status_of(self.kube, self.namespace, self.name)
+            synced = datetime.fromisoformat(status["lastSyncTime"].replace("Z", "+00:00"))
+            return synced, {m["memberId"] for m in status.get("members") or []}
+
+        first = seen()[0]
+        wait_for(seen, lambda s: s[0] > first + timedelta(seconds=seconds) and ids <= s[1], timeout=30,
+                 what=f"{self.group}: a resync {seconds}s after the members were mapped, the same ones")  # fmt: skip
+
+    def settled_without(self, gone: set[str]) -> bool:
+        """The broker's view: Stable, none of `gone` (member ids) present, every partition assigned."""
+        desc = clients.describe_group(self.conn, self.group)
+        if str(desc.state).split(".")[-1].upper() != "STABLE":
+            return False
+        if gone & {m.member_id for m in desc.members}:
+            return False
+        return sum(len(m.assignment.topic_partitions) for m in desc.members) == PARTITIONS
+
+    def left_by_vigil(self) -> dict[str, str]:
+        """member id → client reason of every LeaveGroup the broker logged whose reason is vigil's."""
+        found = broker_lines(self.kafka, self.group, LEFT)
+        return {member: reason for _, (member, reason) in found if reason.startswith("vigil: ")}
+
+    def close(self) -> None:
+        self.kube.core.delete_namespace(self.namespace)
+
+
+@pytest.fixture
+def make_group(
+    kube: Kube, fakelet: Fakelet, kafka: KafkaCluster, operator: RunningOperator
+) -> Iterator[Callable[[int, str], Group]]:
+    made: list[Group] = []
+
+    def make(replicas: int, membership: str) -> Group:
+        made.append(Group(kube, kafka, replicas=replicas, membership=membership))
+        return made[-1]
+
+    yield make
+    for group in made:
+        group.close()
+
+
+def test_a_killed_dynamic_members_partitions_move_at_once(
+    make_group: Callable[[int, str], Group], kube: Kube, operator: RunningOperator
+) -> None:
+    g = make_group(3, "dynamic")
+    members = g.mapped(3)
+    g.known_for(members, 1.5)
+    victim = f"{g.name}-1"
+    old = members[victim]["memberId"]
+    removed_before = operator.count("departures_removed")
+    pid = container_pid(kube.pod(g.namespace, victim), "app")
+    assert pid is not None
+
+    os.kill(pid, signal.SIGKILL)  # no LeaveGroup: stock, the member keeps its partitions for the 30 s session
+    killed = time.monotonic()
+    what = f"{g.group}: Stable without the killed member {old}, all {PARTITIONS} partitions assigned"
+    wait_for(lambda: g.settled_without({old}), timeout=SESSION_MS / 1000, what=what)
+    took = time.monotonic() - killed
+    print(f"kill -9 of {victim}: partitions reassigned after {took:.1f}s (session timeout {SESSION_MS / 1000:.0f}s)")
+    assert took <= WITHIN, f"{took:.1f}s"
+
+    reasons = g.left_by_vigil()
+    assert list(reasons) == [old], reasons  # the broker removed it on vigil's LeaveGroup, not on expiry
+    assert re.fullmatch(rf"vigil: the app container of pod {victim} ended at \S+ UTC without leaving the group",
+                        reasons[old]), reasons[old]  # fmt: skip
+    wait_for(lambda: events_for(kube, g.namespace, g.name),
+             lambda es: any(e["reason"] == "MemberRemoved" and old in e["message"] for e in es), timeout=15,
+             what="a MemberRemoved Event on the ConsumerGroup")  # fmt: skip
+    wait_for(lambda: operator.count("departures_removed"), lambda n: n >= removed_before + 1, timeout=15,
+             what="the operator's departures_removed probe counting it (kopf caches probes for 10 s)")  # fmt: skip
+    # the restarted app rejoins under a new member id and gets its share again
+    again = wait_for(lambda: g.mapped(3), lambda m: m[victim]["memberId"] != old, timeout=60,
+                     what=f"{victim}'s restarted app mapped again")  # fmt: skip
+    assert again[victim]["partitions"] > 0
+
+
+def test_scaling_a_static_group_down_removes_the_departed_members_at_once(
+    make_group: Callable[[int, str], Group], kube: Kube, operator: RunningOperator
+) -> None:
+    g = make_group(4, "static")
+    members = g.mapped(4)
+    assert {p: m.get("instanceId") for p, m in members.items()} == {
+        f"{g.name}-{i}": f"{g.namespace}-{g.name}-{i}" for i in range(4)
+    }
+    departed = {members[f"{g.name}-{i}"]["memberId"] for i in (2, 3)}
+
+    kube.apps.patch_namespaced_stateful_set(g.name, g.namespace, {"spec": {"replicas": 2}})
+    scaled = time.monotonic()
+    # static members never send LeaveGroup: stock, the two would hold their partitions for the 30 s session
+    what = f"{g.group}: Stable without the members of pods 2 and 3, all {PARTITIONS} partitions assigned"
+    wait_for(lambda: g.settled_without(departed), timeout=SESSION_MS / 1000, what=what)
+    took = time.monotonic() - scaled
+    print(f"scale 4 -> 2: departed members gone, partitions reassigned after {took:.1f}s")
+    assert took <= WITHIN, f"{took:.1f}s"
+
+    reasons = g.left_by_vigil()
+    assert set(reasons) == departed, reasons
+    for i in (2, 3):
+        member = members[f"{g.name}-{i}"]["memberId"]
+        assert reasons[member] == f"vigil: pod {g.name}-{i} scaled away (ordinal {i}, replicas 2)"
+    desc = clients.describe_group(g.conn, g.group)
+    assert {m.group_instance_id for m in desc.members} == {f"{g.namespace}-{g.name}-{i}" for i in (0, 1)}
+    removed = wait_for(lambda: [e for e in events_for(kube, g.namespace, g.name) if e["reason"] == "MemberRemoved"],
+                       lambda es: len(es) == 2, timeout=15, what="two MemberRemoved Events")  # fmt: skip
+    assert all("scaled away" in e["message"] for e in removed)

@@ -1,0 +1,268 @@
+"""Departed members (issue #8, immediate cleanup) as a pure decision, and the pod facts it is judged by.
+
+Expectations follow the rules `domain.departures` states: only proof (a pod gone or re-created, or an app
+container that ended provably after the member was first seen) and, for static members, only an ordinal at or
+above the StatefulSet's replicas; never a live pod's member, never a member no longer present.
+"""
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vigil_operator.domain import departures as dep
+from vigil_operator.domain.pods import pod_facts
+from vigil_operator.domain.reconcile import PodFacts
+from vigil_operator.domain.spec import ConsumerGroupSpec, parse_spec
+from vigil_operator.domain.status import MemberStatus
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+SEEN = NOW - timedelta(seconds=60)
+"""When the operator first saw the members of the tables below."""
+LATER = SEEN + dep.CLOCK_SKEW
+"""The earliest node time provably after SEEN."""
+
+
+def spec(membership: str = "dynamic") -> ConsumerGroupSpec:
+    return parse_spec(
+        {
+            "groupId": "orders",
+            "kafka": {"bootstrapServers": "kafka:9092"},
+            "workload": {"kind": "StatefulSet", "name": "orders"},
+            "membership": membership,
+        }
+    )
+
+
+DYNAMIC, STATIC = spec(), spec("static")
+
+
+def dyn(*ordinals: int, seen: datetime = SEEN) -> dict[str, dep.Sighting]:
+    return {f"orders-{i}-m": dep.Sighting(seen, f"orders-{i}") for i in ordinals}
+
+
+def static(*ordinals: int) -> dict[str, dep.Sighting]:
+    return {f"orders-{i}-m": dep.Sighting(SEEN, f"orders-{i}", f"ns-orders-{i}") for i in ordinals}
+
+
+def pod(
+    i: int, *, ended: datetime | None = None, deleting: bool = False, static_id: bool = False,
+    created: datetime = SEEN - timedelta(minutes=5),
+) -> PodFacts:  # fmt: skip
+    return PodFacts(f"orders-{i}", f"ns-orders-{i}" if static_id else None, i, ended, deleting, created)
+
+
+def holders(present: list[str]) -> dict[str, str | None]:
+    """member id → instance id, as the group shows them (`orders-<i>-<anything>` holds `ns-orders-<i>` when static)."""
+    return {m: f"ns-{m.rsplit('-', 1)[0]}" if m.startswith("orders-") else None for m in present}
+
+
+def dynamic_holders(present: list[str]) -> dict[str, str | None]:
+    return dict.fromkeys(present)
+
+
+def causes(found: list[dep.Departure]) -> list[tuple[str, str]]:
+    return [(d.member_id, d.cause) for d in found]
+
+
+Case = tuple[str, ConsumerGroupSpec, dict[str, dep.Sighting], list[str], list[PodFacts], int | None, list[Any]]
+CASES: list[Case] = [
+    # name, spec, sightings, present member ids, pods now, replicas, expected (member id, cause)
+    ("dynamic: all pods live, nothing ended", DYNAMIC, dyn(0, 1), ["orders-0-m", "orders-1-m"], [pod(0), pod(1)],
+     None, []),
+    ("dynamic: pod gone, member still present", DYNAMIC, dyn(0, 1), ["orders-0-m", "orders-1-m"], [pod(0)], None,
+     [("orders-1-m", "pod-gone")]),
+    ("dynamic: pod gone, member already left", DYNAMIC, dyn(0, 1), ["orders-0-m"], [pod(0)], None, []),
+    ("dynamic: pod re-created under its name after the member was seen", DYNAMIC, dyn(0), ["orders-0-m"],
+     [pod(0, created=LATER)], None, [("orders-0-m", "pod-gone")]),
+    ("dynamic: pod being deleted: it may still leave by itself", DYNAMIC, dyn(0), ["orders-0-m"],
+     [pod(0, deleting=True)], None, []),
+    ("dynamic: app ended after the member was first seen", DYNAMIC, dyn(0, 1), ["orders-0-m", "orders-1-m"],
+     [pod(0, ended=LATER), pod(1)], None, [("orders-0-m", "container-terminated")]),
+    ("dynamic: app ended before the member was first seen (the new incarnation)", DYNAMIC, dyn(0), ["orders-0-m"],
+     [pod(0, ended=SEEN - timedelta(seconds=1))], None, []),
+    ("dynamic: ended within the clock skew of the first sighting: not provably after", DYNAMIC, dyn(0),
+     ["orders-0-m"], [pod(0, ended=LATER - timedelta(milliseconds=1))], None, []),
+    ("dynamic: the old and the new incarnation: only the old one", DYNAMIC,
+     dyn(0) | {"orders-0-new": dep.Sighting(LATER + timedelta(seconds=3), "orders-0")},
+     ["orders-0-m", "orders-0-new"], [pod(0, ended=LATER)], None, [("orders-0-m", "container-terminated")]),
+    ("dynamic: member never mapped to a pod", DYNAMIC, {"x": dep.Sighting(SEEN, None)}, ["x"], [], None, []),
+    ("static: scaled 4 -> 2, pods 2 and 3 gone", STATIC, static(0, 1, 2, 3), [f"orders-{i}-m" for i in range(4)],
+     [pod(0, static_id=True), pod(1, static_id=True)], 2, [("orders-2-m", "scale-down"), ("orders-3-m", "scale-down")]),
+    ("static: scaled down, pod 3 still terminating (its consumer would rejoin)", STATIC, static(2, 3),
+     ["orders-2-m", "orders-3-m"], [pod(2, static_id=True), pod(3, deleting=True, static_id=True)], 3, []),
+    ("static: the departed pod's instance id rejoined under a new member id before the pod went: that one",
+     STATIC, static(2, 3), ["orders-2-m", "orders-3-new"], [pod(2, static_id=True)], 3,
+     [("orders-3-new", "scale-down")]),
+    ("static: ordinal above replicas but pod live and not deleting (scale-down not begun)", STATIC, static(3),
+     ["orders-3-m"], [pod(3, static_id=True)], 3, []),
+    ("static: pod below replicas gone (a restart: bridging's business)", STATIC, static(1), ["orders-1-m"], [], 4,
+     []),
+    ("static: replicas unknown", STATIC, static(3), ["orders-3-m"], [], None, []),
+    ("static: app container ended is never a departure", STATIC, static(0), ["orders-0-m"],
+     [pod(0, ended=NOW, static_id=True)], 1, []),
+    ("static: departed member already gone", STATIC, static(3), [], [], 2, []),
+    ("static: a gone pod named otherwise has no ordinal", STATIC, {"m": dep.Sighting(SEEN, "other-7", "i")}, ["m"],
+     [], 2, []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("spec_", "sightings", "present", "pods", "replicas", "expected"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])  # fmt: skip
+def test_departures(  # noqa: PLR0917 - one parameter per table column
+    spec_: ConsumerGroupSpec,
+    sightings: dict[str, dep.Sighting],
+    present: list[str],
+    pods: list[PodFacts],
+    replicas: int | None,
+    expected: list[tuple[str, str]],
+) -> None:
+    group = holders(present) if spec_ is STATIC else dynamic_holders(present)
+    found = dep.departures(spec_, sightings, group, pods, replicas=replicas)
+    assert causes(found) == expected
+    for d in found:
+        assert d.reason.startswith("vigil: ")
+        assert d.pod in d.reason
+
+
+def test_a_scaled_away_member_is_removed_with_its_own_pair() -> None:
+    found = dep.departures(STATIC, static(2), holders(["orders-2-m"]), [], replicas=2)
+    assert [(d.member_id, d.instance_id) for d in found] == [("orders-2-m", "ns-orders-2")]
+    assert "ordinal 2, replicas 2" in found[0].reason
+
+
+@pytest.mark.parametrize(
+    ("spec_", "pods", "expected"),
+    [
+        (STATIC, [pod(0), pod(1)], False),
+        (STATIC, [pod(0)], True),
+        (STATIC, [pod(0), pod(1, deleting=True)], False),
+        (DYNAMIC, [pod(0)], False),
+    ],
+)
+def test_replicas_are_read_only_when_a_static_pod_is_gone(
+    spec_: ConsumerGroupSpec, pods: list[PodFacts], expected: bool
+) -> None:
+    assert dep.needs_replicas(spec_, static(0, 1), pods) is expected
+
+
+def test_remember_keeps_first_sightings_and_the_last_proven_pod() -> None:
+    first = dep.remember({}, [MemberStatus(member_id="a", pod="orders-0"), MemberStatus(member_id="b")], SEEN)
+    assert first == {"a": dep.Sighting(SEEN, "orders-0"), "b": dep.Sighting(SEEN, None)}
+    # later: a's mapping is ambiguous (a new incarnation shares its client id), b gone, c new
+    later = dep.remember(first, [MemberStatus(member_id="a"), MemberStatus(member_id="c", pod="orders-0")], NOW)
+    assert later == {"a": dep.Sighting(SEEN, "orders-0"), "c": dep.Sighting(NOW, "orders-0")}
+
+
+member_ids = st.lists(st.integers(0, 7), unique=True, max_size=8)
+
+
+@given(
+    mapped=member_ids,
+    present=member_ids,
+    live=member_ids,
+    ended=st.dictionaries(st.integers(0, 7), st.integers(-30, 30)),
+    deleting=member_ids,
+    replicas=st.none() | st.integers(0, 8),
+    static_group=st.booleans(),
+)
+def test_only_present_members_of_provably_departed_pods(  # noqa: PLR0917 - one per strategy
+    mapped: list[int],
+    present: list[int],
+    live: list[int],
+    ended: dict[int, int],
+    deleting: list[int],
+    replicas: int | None,
+    static_group: bool,
+) -> None:
+    """Whatever the mix: every departure names a present member remembered with its pod, at most once; a live,
+    not-deleting pod whose app did not end provably after the first sighting never loses its member; a static
+    member is removed only for an ordinal at or above a known replica count."""
+    sightings = (static if static_group else dyn)(*mapped)
+    pods = [
+        pod(i, ended=SEEN + timedelta(seconds=ended[i]) if i in ended else None, deleting=i in deleting,
+            static_id=static_group)
+        for i in live
+    ]  # fmt: skip
+    members = [f"orders-{i}-m" for i in present]
+    found = dep.departures(STATIC if static_group else DYNAMIC, sightings,
+                           holders(members) if static_group else dynamic_holders(members), pods,
+                           replicas=replicas)  # fmt: skip
+    ids = [d.member_id for d in found]
+    assert len(ids) == len(set(ids))
+    for d in found:
+        i = int(d.pod.removeprefix("orders-"))
+        assert i in mapped
+        assert i in present
+        healthy = i in live and i not in deleting and SEEN + timedelta(seconds=ended.get(i, -1)) < LATER
+        assert not healthy
+        if static_group:
+            assert d.cause == "scale-down"
+            assert replicas is not None
+            assert i >= replicas
+            assert i not in live
+        else:
+            assert d.cause in {"pod-gone", "container-terminated"}
+    if not static_group:  # a dynamic member of a gone pod, still present, is always removed
+        gone = {i for i in mapped if i in present and i not in live}
+        assert gone <= {int(d.pod.removeprefix("orders-")) for d in found}
+
+
+# --- the pod facts departures are judged by ---------------------------------------------------------------------
+
+
+def raw_pod(**status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "orders-3",
+            "namespace": "ns",
+            "ownerReferences": [{"kind": "StatefulSet", "name": "orders", "controller": True}],
+        },
+        "spec": {"containers": [{"name": "app"}]},
+        "status": status,
+    }
+
+
+def terminated(at: str) -> dict[str, Any]:
+    return {"terminated": {"exitCode": 137, "finishedAt": at}}
+
+
+def test_pod_facts_ordinal_end_and_deletion() -> None:
+    facts = pod_facts(raw_pod(containerStatuses=[
+        {"name": "app", "state": {"running": {}}, "lastState": terminated("2026-11-21T11:59:58Z"), "restartCount": 1},
+        {"name": "vigil-sidecar", "state": terminated("2026-11-21T11:59:59Z")},
+    ]))  # fmt: skip
+    assert facts.ordinal == 3
+    assert facts.app_ended_at == datetime(2026, 11, 21, 11, 59, 58, tzinfo=UTC)  # the sidecar's end not counted
+    assert facts.deleting is False
+    gone = raw_pod()
+    gone["metadata"]["deletionTimestamp"] = "2026-11-21T12:00:00Z"
+    assert pod_facts(gone).deleting is True
+    assert pod_facts(gone).app_ended_at is None
+
+
+@pytest.mark.parametrize(
+    ("owners", "name", "expected"),
+    [
+        ([{"kind": "StatefulSet", "name": "orders", "controller": True}], "orders-3", 3),
+        ([{"kind": "StatefulSet", "name": "orders", "controller": True}], "orders-10", 10),
+        ([{"kind": "ReplicaSet", "name": "orders-5d8f", "controller": True}], "orders-5d8f-x2", None),
+        ([], "orders-3", None),
+        ([{"kind": "StatefulSet", "name": "other", "controller": True}], "orders-3", None),
+        ([{"kind": "StatefulSet", "name": "orders", "controller": True}], "orders-03", None),
+    ],
+)
+def test_ordinal_only_for_pods_a_statefulset_owns(
+    owners: list[dict[str, Any]], name: str, expected: int | None
+) -> None:
+    raw = raw_pod()
+    raw["metadata"] |= {"ownerReferences": owners, "name": name}
+    assert pod_facts(raw).ordinal == expected
+
+
+def test_a_bad_finished_at_is_ignored_not_raised() -> None:
+    assert (
+        pod_facts(raw_pod(containerStatuses=[{"name": "app", "state": terminated("yesterday")}])).app_ended_at is None
+    )
