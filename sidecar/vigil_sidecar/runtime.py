@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,6 +24,7 @@ from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_sidecar.bridge import engine as bridge
+from vigil_sidecar.bridge_runner import BridgeRequest, BridgeRunner, send_request
 from vigil_sidecar.budget import ledger
 from vigil_sidecar.budget.lease_api import BudgetPolicy, BudgetUnavailable, LeaseApi, publish, request_permit
 from vigil_sidecar.config import BudgetMode, SidecarSettings, Signal
@@ -50,7 +51,6 @@ from vigil_sidecar.watchdog.state import (
 
 log = logging.getLogger("vigil.sidecar")
 
-BridgeRequest = bridge.SendHeartbeat | bridge.Remove
 
 #: The bridge's GroupClient retries this few times itself (a moved coordinator is found again once): the engine
 #: sets the pace, one heartbeat per interval, and a client retrying for longer would delay the next one.
@@ -321,27 +321,20 @@ class Sidecar:
         return outcome
 
     def _bridge_request(self, request: BridgeRequest) -> Outcome:
-        """On the worker thread: one Heartbeat or compare-and-remove, every failure as an Outcome."""
-        api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
-        try:
-            if self._bridge_client is None:
+        """On the bridge's thread: its own client (made at first use: it connects, blocking), one request."""
+        if self._bridge_client is None:
+            try:
                 self._bridge_client = GroupClient(
                     self.connection,
                     client_id=f"vigil-sidecar-{self.settings.pod_name}",
                     max_attempts=BRIDGE_CLIENT_ATTEMPTS,
                     request_timeout=self.settings.bridge_heartbeat_interval,
                 )
-            client = self._bridge_client
-            if isinstance(request, bridge.SendHeartbeat):
-                return client.heartbeat(request.group_id, request.generation, request.member_id, request.instance_id)
-            outcome = client.remove_member(request.group_id, request.member_id, request.instance_id, request.reason)
-            log.warning("bridge removed member %s: %s (%s)", request.member_id, outcome.name, request.reason)
-            return outcome
-        except GroupClientError as exc:
-            return exc.outcome
-        except (ConnectionError, OSError) as exc:
-            log.warning("bridge %s: %s", api.value, exc)
-            return classify(api, TRANSPORT_ERROR)
+            except (ConnectionError, OSError) as exc:
+                log.warning("bridge: %s", exc)
+                api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
+                return classify(api, TRANSPORT_ERROR)
+        return send_request(self._bridge_client, request)
 
     def _bridge_observes(self, observation: Observation) -> None:
         """A view the watchdog took anyway may show the app back (a new member under the instance id) or the member
@@ -621,7 +614,7 @@ class Sidecar:
             "action": self.settings.stall_action.value,
             "stall_timeout_seconds": self.settings.stall_timeout_seconds,
             "poll_age_seconds": None if self.last_beacon_at is None else round(now - self.last_beacon_at, 3),
-            "member": None if member is None else {"member_id": member.member_id, "instance_id": member.instance_id},
+            "member": None if member is None else self._member_status(member.member_id, member.instance_id),
             "identity_problem": self.state.identity_problem,
             "group_state": None if self.state.view is None else self.state.view.state.value,
             "coordinator": self.state.coordinator,
@@ -634,6 +627,13 @@ class Sidecar:
             "bridge_enabled": self.settings.bridge_enabled,
             "bridge": self._bridge_status(now),
         }
+
+    def _member_status(self, member_id: str, instance_id: str | None) -> dict[str, Any]:
+        """The proven member, with the generation its app last reported (the operator's rollout bridges with it;
+        DescribeGroups does not give it): None unless the last beacon names this member."""
+        beacon = self.last_beacon
+        generation = beacon.generation if beacon is not None and beacon.member_id == member_id else None
+        return {"member_id": member_id, "instance_id": instance_id, "generation": generation}
 
     def _bridge_status(self, now: float) -> dict[str, Any] | None:
         if self._bridge is None:
@@ -672,78 +672,6 @@ class Sidecar:
         if self._bridge_client is not None:
             with contextlib.suppress(Exception):
                 self._bridge_client.close()
-
-
-class BridgeRunner:
-    """Runs one `bridge.engine` state to its end on the event loop: `SendHeartbeat` and `Remove` through `send` (on
-    the Kafka worker thread), `Wait` as a timer, `Ended` as `run`'s result. Observations from outside (a view the
-    watchdog took, a new end of the app) come in through `observe` and are stepped in arrival order with the
-    answers, on `clock` (monotonic seconds: a sidecar's bridge is never persisted). Here rather than in the
-    `bridge` package, which holds only the pure engine (its tests check it imports no I/O)."""
-
-    def __init__(
-        self,
-        state: bridge.BridgeState,
-        send: Callable[[BridgeRequest], Awaitable[Outcome]],
-        *,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._state = state
-        self._send = send
-        self._clock = clock
-        self._queue: asyncio.Queue[bridge.Observation] = asyncio.Queue()
-        self._request: asyncio.Task[None] | None = None
-
-    @property
-    def state(self) -> bridge.BridgeState:
-        return self._state
-
-    def observe(self, observation: bridge.Observation) -> None:
-        """Something seen outside the bridge (`Described`, `AppEnded`): stepped after what is already queued."""
-        self._queue.put_nowait(observation)
-
-    async def run(self) -> bridge.Ended:
-        """Step until the engine says `Ended`; cancelling stops it where it is (the in-flight request is dropped)."""
-        observation: bridge.Observation = bridge.Tick()
-        try:
-            while True:
-                self._state, actions = bridge.step(self._state, observation, self._clock())
-                wake: float | None = None
-                for action in actions:
-                    match action:
-                        case bridge.SendHeartbeat() | bridge.Remove():
-                            self._start(action)
-                        case bridge.Wait(until=until):
-                            wake = until
-                        case bridge.Ended():
-                            return action
-                observation = await self._next(wake)
-        finally:
-            if self._request is not None and not self._request.done():
-                self._request.cancel()
-
-    def _start(self, request: BridgeRequest) -> None:
-        async def answer() -> None:
-            try:
-                outcome = await self._send(request)
-            except Exception as exc:  # noqa: BLE001 - an answer must come, or the bridge would wait forever
-                log.warning("bridge %s failed: %r", type(request).__name__, exc)
-                api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
-                outcome = classify(api, TRANSPORT_ERROR)
-            if isinstance(request, bridge.SendHeartbeat):
-                self._queue.put_nowait(bridge.HeartbeatAnswered(outcome))
-            else:
-                self._queue.put_nowait(bridge.RemoveAnswered(outcome))
-
-        self._request = asyncio.create_task(answer())
-
-    async def _next(self, wake: float | None) -> bridge.Observation:
-        if wake is None:  # a request is in flight: its answer (or something observed) comes next
-            return await self._queue.get()
-        timeout = max(0.0, wake - self._clock())
-        with contextlib.suppress(TimeoutError):
-            return await asyncio.wait_for(self._queue.get(), timeout)
-        return bridge.Tick()
 
 
 def _report_crash(task: "asyncio.Task[None]") -> None:
