@@ -124,12 +124,14 @@ async def pod_changed(
     *, type: str | None, body: kopf.Body, namespace: str | None, annotations: Mapping[str, str], memo: Any,
     **kwargs: Any,
 ) -> None:  # fmt: skip
-    """A pod gone, going away, or whose app container ended since the group's last resync: resync the group now,
-    so a departed member is removed at once (domain.departures) instead of at the next timer."""
+    """A pod gone or whose app container ended recently: resync the group now, so a departed member is removed at
+    once (domain.departures) instead of at the next timer; during a coordinated restart, any pod change (a
+    replacement becoming Ready ends a step)."""
     key = (namespace or "", annotations[injection.GROUP_ANNOTATION])
     consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
     record = next(iter(consumergroups.get(key, [])), None)
-    if record is None or not _may_have_departed(type, pods.pod_facts(body), datetime.now(UTC)):
+    rolling = record is not None and ((record.body.get("status") or {}).get("rollout") or {}).get("phase") == "Rolling"
+    if record is None or not (rolling or _may_have_departed(type, pods.pod_facts(body), datetime.now(UTC))):
         return
     await _sync(memo["runtime"], record.body, key, kwargs["group_pods"], consumergroups)
 

@@ -7,6 +7,7 @@ into kopf (which would retry with backoff and log a traceback for what is a user
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,17 +17,20 @@ from pydantic import ValidationError
 
 from vigil_core import events
 from vigil_core.kafka.event_sink import EventSink
+from vigil_core.kafka.model import GroupState
 from vigil_core.kafka.outcomes import Reaction
 from vigil_core.kafka.security import KafkaConnection
 from vigil_operator import credentials
 from vigil_operator.brokers import Brokers
-from vigil_operator.domain import claims, conditions, departures, reconcile
+from vigil_operator.domain import claims, conditions, departures, reconcile, rollout
 from vigil_operator.domain.reconcile import GroupFacts, Notice, Observation, PodFacts, Unreachable
-from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, parse_spec
-from vigil_operator.domain.status import ConditionType, ConsumerGroupStatus
+from vigil_operator.domain.spec import ConsumerGroupSpec, RestartStrategy, SpecError, parse_spec
+from vigil_operator.domain.status import ConditionType, ConsumerGroupStatus, RolloutPhase, RolloutStatus
 from vigil_operator.event_feed import EventFeed
 from vigil_operator.k8s.api import KubeApi, KubeError
+from vigil_operator.rollouts import Rollouts, StepRefusedError
 from vigil_operator.settings import OperatorSettings
+from vigil_sidecar.bridge import engine as bridge
 
 log = logging.getLogger(__name__)
 Post = Callable[[Notice], None]
@@ -44,6 +48,7 @@ class Runtime:
     _sightings: dict[str, dict[str, departures.Sighting]] = field(default_factory=dict)
     """Per CR uid: when each member was first seen and the pod it belongs to (domain.departures)."""
     syncs: int = 0
+    rollouts: Rollouts = field(default_factory=Rollouts)
     departures_removed: int = 0
     """Members removed at once because their consumer was provably gone (domain.departures)."""
 
@@ -87,8 +92,13 @@ class Runtime:
             await self._depart(namespace, spec, uid=str(meta["uid"]), facts=facts, pods=pods, connection=connection,
                                now=now, post=post)  # fmt: skip
         stalls = self._stalls(connection, spec, facts, now)
-        observation = Observation(generation, spec, facts, pods, stalls, owner)
+        workload, problem = await self._workload(namespace, spec)
+        config_problem = None if problem is None else (problem.reason, problem.message)
+        observation = Observation(generation, spec, facts, pods, stalls, owner, config_problem)
         status, notices = reconcile.reconcile(previous, observation, now)
+        if owner is None and isinstance(facts, GroupFacts) and connection is not None:
+            status = await self._roll(body, spec, status, workload, facts=facts, pods=pods, connection=connection,
+                                      now=now, post=post)  # fmt: skip
         if isinstance(facts, GroupFacts):
             uid = str(meta["uid"])
             self._sightings[uid] = departures.remember(self._sightings.get(uid, {}), status.members, now)
@@ -111,7 +121,8 @@ class Runtime:
         replicas = None
         if departures.needs_replicas(spec, sightings, pods) and spec.workload.name:
             try:
-                replicas = await self.kube.statefulset_replicas(namespace, spec.workload.name)
+                found = await self.kube.statefulset(namespace, spec.workload.name)
+                replicas = None if found is None else found.replicas
             except KubeError as exc:
                 log.warning("departures of %s: %s", spec.group_id, exc)
                 return
@@ -136,6 +147,94 @@ class Runtime:
             else:
                 message = f"could not remove member {gone.member_id} ({gone.reason}): {outcome.name}: {outcome.message}"
                 post(Notice("Warning", "MemberRemovalFailed", message))
+
+    async def _workload(
+        self, namespace: str, spec: ConsumerGroupSpec
+    ) -> tuple[rollout.SetFacts | None, rollout.Refusal | None]:
+        """The StatefulSet of a Coordinated restart, and why a rollout cannot run (read only for that strategy)."""
+        if spec.restart.strategy is not RestartStrategy.COORDINATED:
+            return None, None
+        try:
+            workload = await self.kube.statefulset(namespace, spec.workload.name or "")
+        except KubeError as exc:
+            return None, rollout.Refusal("WorkloadUnreadable", str(exc))
+        return workload, rollout.refusal(spec, workload)
+
+    async def _roll(
+        self, body: Mapping[str, Any], spec: ConsumerGroupSpec, status: ConsumerGroupStatus,
+        workload: rollout.SetFacts | None, *, facts: GroupFacts, pods: list[PodFacts], connection: KafkaConnection,
+        now: datetime, post: Post,
+    ) -> ConsumerGroupStatus:  # fmt: skip
+        """A coordinated restart's next move (domain.rollout), carried out; the status with the rollout."""
+        meta = body["metadata"]
+        uid, generation = str(meta["uid"]), int(meta.get("generation") or 0)
+        if spec.restart.strategy is not RestartStrategy.COORDINATED:
+            self.rollouts.stop(uid)
+            return status
+        problem = rollout.refusal(spec, workload)
+        if problem is not None or workload is None:
+            self.rollouts.stop(uid)
+            reason, message = (problem.reason, problem.message) if problem else ("WorkloadUnreadable", "")
+            return _restart(status, "False", reason, message, generation=generation, now=now)
+        current = status.rollout
+        resume = current is not None and current.phase is RolloutPhase.ROLLING and current.bridge
+        if resume and current is not None and current.bridge and not self.rollouts.running(uid):
+            try:  # an operator restart mid-step: resume the persisted bridge
+                self.rollouts.run(uid, bridge.BridgeState.from_json(current.bridge), connection, resumed=True)
+            except bridge.BridgeDecodeError as exc:
+                log.warning("%s: the persisted rollout bridge is unreadable: %s", spec.group_id, exc)
+        self.rollouts.observe(uid, facts.view)
+        members = {m.instance_id: m.member_id for m in facts.view.members if m.instance_id}
+        group = rollout.GroupNow(stable=facts.view.state is GroupState.STABLE, members=members)
+        set_pods = [_set_pod(p, p.ordinal) for p in pods if p.ordinal is not None]
+        new, actions = rollout.plan(spec, workload, set_pods, group, current, bridge_outcome=self.rollouts.outcome(uid),
+                                    now=now)  # fmt: skip
+        for action in actions:
+            if isinstance(action, rollout.Note):
+                post(Notice(action.type, action.reason, action.message))
+            elif new is not None:
+                new = await self._begin_step(body, spec, status, new, action, pods=pods, members=members,
+                                             connection=connection, post=post)  # fmt: skip
+        if new is None or new.current_pod is None or new.phase is not RolloutPhase.ROLLING:
+            self.rollouts.stop(uid)
+        status = status.model_copy(update={"rollout": new})
+        if new is None:
+            return status
+        if new.phase is RolloutPhase.ROLLING:
+            message = f"{new.done}/{new.total} restarted; {new.message}"
+            return _restart(status, "True", "Rolling", message, generation=generation, now=now)
+        reason = "RolloutPaused" if new.phase is RolloutPhase.PAUSED else "RolloutComplete"
+        return _restart(status, "False", reason, new.message, generation=generation, now=now)
+
+    async def _begin_step(
+        self, body: Mapping[str, Any], spec: ConsumerGroupSpec, status: ConsumerGroupStatus, state: RolloutStatus,
+        step: rollout.BeginStep, *, pods: list[PodFacts], members: Mapping[str, str], connection: KafkaConnection,
+        post: Post,
+    ) -> RolloutStatus:  # fmt: skip
+        """Read the member from the pod's sidecar, persist it with its bridge, delete the pod, start bridging."""
+        meta = body["metadata"]
+        uid, namespace, name = str(meta["uid"]), str(meta["namespace"]), str(meta["name"])
+        pod = next(p for p in pods if p.name == step.pod)
+        try:
+            member = await self.rollouts.member_of(pod.sidecar_url, pod.name)
+            if members.get(member.instance_id or "") != member.member_id:
+                raise StepRefusedError(f"{pod.name}: its sidecar's member {member.member_id} is not the one the group"
+                                       f" has for instance {member.instance_id}")  # fmt: skip
+            bridged = self.rollouts.begin(spec, member, time.time())
+        except StepRefusedError as exc:
+            post(Notice("Warning", "RolloutPaused", str(exc)))
+            return state.model_copy(update={"phase": RolloutPhase.PAUSED, "message": str(exc)})
+        state = state.model_copy(update={"old_member_id": member.member_id, "bridge": bridged.to_json()})
+        await self.kube.apply_status(namespace, name, _dump(status.model_copy(update={"rollout": state})))
+        try:
+            await self.kube.delete_pod(namespace, pod.name, pod.uid)
+        except KubeError as exc:
+            post(Notice("Warning", "RolloutPaused", str(exc)))
+            return state.model_copy(update={"phase": RolloutPhase.PAUSED, "message": str(exc), "bridge": None})
+        self.rollouts.run(uid, bridged, connection, resumed=False)
+        post(Notice("Normal", "RolloutStep", f"deleted {pod.name}; heartbeating for member {member.member_id}"
+                    f" (generation {member.generation}) until its replacement takes it back"))  # fmt: skip
+        return state
 
     def _emit(self, connection: KafkaConnection, event: events.Event) -> None:
         """One event on the events topic (none configured: nothing)."""
@@ -222,6 +321,7 @@ class Runtime:
         return status
 
     def close(self) -> None:
+        self.rollouts.close()
         for feed in self.feeds.values():
             feed.stop()
         for sink in self.sinks.values():
@@ -239,6 +339,21 @@ def _previous(body: Mapping[str, Any]) -> ConsumerGroupStatus:
 
 
 _OWN_ALIASES = frozenset(f.alias or n for n, f in ConsumerGroupStatus.model_fields.items())
+
+
+def _set_pod(pod: PodFacts, ordinal: int) -> rollout.SetPod:
+    return rollout.SetPod(
+        pod.name, ordinal, pod.uid, pod.revision, pod.ready, pod.sidecar_url is not None, pod.created_at,
+        pod.deleting, pod.instance_id,
+    )  # fmt: skip
+
+
+def _restart(
+    status: ConsumerGroupStatus, truth: conditions.Truth, reason: str, message: str, *, generation: int, now: datetime
+) -> ConsumerGroupStatus:
+    cs = conditions.with_condition(status.conditions, ConditionType.RESTART_IN_PROGRESS, truth, reason, message,
+                                   generation=generation, now=now)  # fmt: skip
+    return status.model_copy(update={"conditions": cs})
 
 
 def _dump(status: ConsumerGroupStatus) -> dict[str, Any]:

@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,7 +20,7 @@ import pytest
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import broker_lines
-from vigil_dev.testing.e2e import consumer_group, events_for, statefulset, status_of, wait_injecting
+from vigil_dev.testing.e2e import ConsumerSet, events_for, status_of
 from vigil_dev.testing.kube_fixtures import Fakelet, Kube, container_pid
 from vigil_dev.testing.operator import RunningOperator
 from vigil_dev.testing.waiting import wait_for
@@ -35,35 +34,12 @@ WITHIN = 5.0
 LEFT = r"\[Group {g}\] Member (\S+) has left group through explicit `LeaveGroup` request; client reason: (.*) \("
 
 
-class Group:
-    """A ConsumerGroup and its StatefulSet of consumers (session 30 s) in a fresh namespace."""
+class Group(ConsumerSet):
+    """A set of consumers with a 30 s session, and what the broker logged of vigil's removals."""
 
     def __init__(self, kube: Kube, kafka: KafkaCluster, *, replicas: int, membership: str) -> None:
-        self.kube, self.kafka = kube, kafka
-        self.namespace, self.name = f"t-{uuid.uuid4().hex[:10]}", "orders"
-        self.group = clients.unique(f"depart-{membership}")
-        self.conn = kafka.connection()
-        self.topic = clients.create_topic(self.conn, clients.unique("depart"), partitions=PARTITIONS)
-        kube.core.create_namespace({"metadata": {"name": self.namespace}})
-        spec = {"membership": membership, "client": {"sessionTimeoutMs": SESSION_MS, "heartbeatIntervalMs": 1000}}
-        kube.apply(consumer_group(self.name, self.group, self.conn.bootstrap_servers, spec=spec), self.namespace)
-        self.workload = statefulset(
-            self.name, self.group, self.topic, self.conn.bootstrap_servers, replicas,
-            env={"KAFKA_SESSION_TIMEOUT_MS": str(SESSION_MS)}, parallel=True,
-        )  # fmt: skip
-        wait_injecting(kube, self.namespace, self.workload)
-        kube.apply(self.workload, self.namespace)
-
-    def mapped(self, replicas: int) -> dict[str, dict[str, Any]]:
-        """pod → member as the operator's status maps them, once Stable with every pod's member mapped."""
-        pods = [f"{self.name}-{i}" for i in range(replicas)]
-        status = wait_for(
-            lambda: status_of(self.kube, self.namespace, self.name),
-            lambda s: s.get("state") == "Stable" and sorted(m.get("pod") or "" for m in s.get("members") or []) == pods,
-            timeout=120,
-            what=f"{self.group}: Stable in status with {replicas} members mapped to their pods",
-        )
-        return {m["pod"]: m for m in status["members"]}
+        super().__init__(kube, kafka, replicas=replicas, membership=membership, session_ms=SESSION_MS,
+                         partitions=PARTITIONS)  # fmt: skip
 
     def known_for(self, members: dict[str, dict[str, Any]], seconds: float) -> None:
         """Until a resync more than `seconds` after the one that showed `members`: the operator acts only on an
@@ -79,22 +55,10 @@ class Group:
         wait_for(seen, lambda s: s[0] > first + timedelta(seconds=seconds) and ids <= s[1], timeout=30,
                  what=f"{self.group}: a resync {seconds}s after the members were mapped, the same ones")  # fmt: skip
 
-    def settled_without(self, gone: set[str]) -> bool:
-        """The broker's view: Stable, none of `gone` (member ids) present, every partition assigned."""
-        desc = clients.describe_group(self.conn, self.group)
-        if str(desc.state).split(".")[-1].upper() != "STABLE":
-            return False
-        if gone & {m.member_id for m in desc.members}:
-            return False
-        return sum(len(m.assignment.topic_partitions) for m in desc.members) == PARTITIONS
-
     def left_by_vigil(self) -> dict[str, str]:
         """member id → client reason of every LeaveGroup the broker logged whose reason is vigil's."""
         found = broker_lines(self.kafka, self.group, LEFT)
         return {member: reason for _, (member, reason) in found if reason.startswith("vigil: ")}
-
-    def close(self) -> None:
-        self.kube.core.delete_namespace(self.namespace)
 
 
 @pytest.fixture

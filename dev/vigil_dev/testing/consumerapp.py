@@ -3,7 +3,8 @@
 `python -m vigil_dev.testing.consumerapp --group G --topic T [--control-port 8080]` joins G with vigil's app
 helper (`vigil_sidecar.client.Consumer`, which beacons to `$VIGIL_BEACON_ADDR` when the sidecar was injected),
 honours `KAFKA_CLIENT_ID` and `KAFKA_GROUP_INSTANCE_ID` as the webhook sets them (and `KAFKA_SESSION_TIMEOUT_MS`,
-`KAFKA_HEARTBEAT_INTERVAL_MS` when a test sets them), and reads the broker from
+`KAFKA_HEARTBEAT_INTERVAL_MS` when a test sets them; `STARTUP_DELAY_SECONDS` makes it join only that long after
+it started, like an app with a slow start), and reads the broker from
 `VIGIL_KAFKA_*` (the same connection variables the sidecar uses). Control, on `$VIGIL_POD_IP`:
 
 - `POST /stall` stops calling poll() (librdkafka keeps heartbeating: stalled but alive), `POST /resume`;
@@ -44,6 +45,9 @@ class App:
         self.consumed = 0
 
     def run(self) -> None:
+        delay = float(os.environ.get("STARTUP_DELAY_SECONDS") or 0)
+        if delay > 0 and self.stopping.wait(delay):  # a slow-starting app (rollout tests): joins only after this
+            return
         consumer = Consumer(self.conf)
         consumer.subscribe([self.topic])
         try:

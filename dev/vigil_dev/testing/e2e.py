@@ -2,8 +2,11 @@
 they read back what the operator wrote (status, conditions, Events). Fixtures are in tests/e2e/conftest.py."""
 
 import copy
+import uuid
 from typing import Any
 
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing import clients
 from vigil_dev.testing.kube_fixtures import Kube
 from vigil_dev.testing.waiting import wait_for
 
@@ -91,5 +94,66 @@ def cond(status: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def events_for(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The Events about `name`, oldest first (the API lists them in no particular order)."""
     listed = kube.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}")
-    return [{"reason": e.reason, "type": e.type, "message": e.message} for e in listed.items]
+    ordered = sorted(listed.items, key=lambda e: (e.first_timestamp or e.event_time or e.metadata.creation_timestamp))
+    return [{"reason": e.reason, "type": e.type, "message": e.message} for e in ordered]
+
+
+class ConsumerSet:
+    """A ConsumerGroup and the StatefulSet of real consumers it watches, in a fresh namespace (deleted by `close`):
+    `partitions` on a new topic, the consumers' session timeout `session_ms` (heartbeat 1 s), `spec` added to the
+    CR's, `env` to the app containers', `on_delete` for `updateStrategy: OnDelete`."""
+
+    def __init__(
+        self, kube: Kube, kafka: KafkaCluster, *, replicas: int, membership: str, session_ms: int,
+        partitions: int = 6, spec: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+        on_delete: bool = False,
+    ) -> None:  # fmt: skip
+        self.kube, self.kafka, self.partitions = kube, kafka, partitions
+        self.namespace, self.name = f"t-{uuid.uuid4().hex[:10]}", "orders"
+        self.group = clients.unique(f"set-{membership}")
+        self.conn = kafka.connection()
+        self.topic = clients.create_topic(self.conn, clients.unique("set"), partitions=partitions)
+        kube.core.create_namespace({"metadata": {"name": self.namespace}})
+        cr_spec = {"membership": membership, "client": {"sessionTimeoutMs": session_ms, "heartbeatIntervalMs": 1000}}
+        kube.apply(consumer_group(self.name, self.group, self.conn.bootstrap_servers, spec=cr_spec | (spec or {})),
+                   self.namespace)  # fmt: skip
+        app_env = {"KAFKA_SESSION_TIMEOUT_MS": str(session_ms), "KAFKA_HEARTBEAT_INTERVAL_MS": "1000", **(env or {})}
+        self.workload = statefulset(self.name, self.group, self.topic, self.conn.bootstrap_servers, replicas,
+                                    env=app_env, parallel=True)  # fmt: skip
+        if on_delete:
+            self.workload["spec"]["updateStrategy"] = {"type": "OnDelete"}
+        wait_injecting(kube, self.namespace, self.workload)
+        kube.apply(self.workload, self.namespace)
+
+    def pods(self, replicas: int) -> list[str]:
+        return [f"{self.name}-{i}" for i in range(replicas)]
+
+    def mapped(self, replicas: int, *, timeout: float = 120) -> dict[str, dict[str, Any]]:
+        """pod → member as the operator's status maps them, once Stable with every pod's member mapped."""
+        status = wait_for(
+            lambda: status_of(self.kube, self.namespace, self.name),
+            lambda s: (
+                s.get("state") == "Stable"
+                and sorted(m.get("pod") or "" for m in s.get("members") or []) == self.pods(replicas)
+            ),
+            timeout=timeout,
+            what=f"{self.group}: Stable in status with {replicas} members mapped to their pods",
+        )
+        return {m["pod"]: m for m in status["members"]}
+
+    def settled_without(self, gone: set[str]) -> bool:
+        """The broker's view: Stable, none of `gone` (member ids) present, every partition assigned."""
+        desc = clients.describe_group(self.conn, self.group)
+        if str(desc.state).split(".")[-1].upper() != "STABLE":
+            return False
+        if gone & {m.member_id for m in desc.members}:
+            return False
+        return sum(len(m.assignment.topic_partitions) for m in desc.members) == self.partitions
+
+    def status(self) -> dict[str, Any]:
+        return status_of(self.kube, self.namespace, self.name)
+
+    def close(self) -> None:
+        self.kube.core.delete_namespace(self.namespace)

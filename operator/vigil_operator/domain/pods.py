@@ -11,6 +11,9 @@ from vigil_operator.domain.reconcile import PodFacts
 
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _ORDINAL = re.compile(r"-(0|[1-9][0-9]*)$")
+REVISION_LABEL = "controller-revision-hash"
+HEALTH_PORT_ENV = "VIGIL_HEALTH_PORT"
+DEFAULT_HEALTH_PORT = 7391
 
 
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
@@ -20,19 +23,27 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
     being deleted: what departures are judged by."""
     meta = pod.get("metadata") or {}
     name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+    status = pod.get("status") or {}
     facts = PodFacts(
         name, None, _ordinal(meta), _app_ended_at(pod), bool(meta.get("deletionTimestamp")),
-        _time(meta.get("creationTimestamp")),
+        _time(meta.get("creationTimestamp")), str(meta.get("uid") or ""),
+        str((meta.get("labels") or {}).get(REVISION_LABEL) or ""),
+        any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
     )  # fmt: skip
     known = {"VIGIL_POD_NAME": name, "VIGIL_NAMESPACE": namespace}
     spec = pod.get("spec") or {}
     for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
         if container.get("name") != SIDECAR_NAME:
             continue
-        for var in container.get("env") or []:
-            if var.get("name") == "VIGIL_INSTANCE_ID" and "value" in var:
-                value = _REF.sub(lambda m: known.get(m.group(1), m.group(0)), str(var["value"]))
-                return dataclasses.replace(facts, instance_id=None if "$(" in value else value)
+        env = {str(v.get("name")): v for v in container.get("env") or []}
+        port = str((env.get(HEALTH_PORT_ENV) or {}).get("value") or DEFAULT_HEALTH_PORT)
+        if status.get("podIP") and port.isdigit():
+            facts = dataclasses.replace(facts, sidecar_url=f"http://{status['podIP']}:{port}")
+        var = env.get("VIGIL_INSTANCE_ID") or {}
+        if "value" in var:
+            value = _REF.sub(lambda m: known.get(m.group(1), m.group(0)), str(var["value"]))
+            facts = dataclasses.replace(facts, instance_id=None if "$(" in value else value)
+        return facts
     return facts
 
 

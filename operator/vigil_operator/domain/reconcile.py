@@ -54,6 +54,13 @@ class PodFacts:
     """A deletion is under way (deletionTimestamp set): the app is being stopped and may still leave by itself."""
     created_at: datetime | None = None
     """metadata.creationTimestamp: a member seen before it cannot be this pod's (a StatefulSet reuses names)."""
+    uid: str = ""
+    revision: str = ""
+    """The `controller-revision-hash` label (StatefulSet pods): which template revision it runs."""
+    ready: bool = False
+    sidecar_url: str | None = None
+    """`http://<pod IP>:<health port>` of its injected sidecar (`/v1/status` names the member and its generation);
+    None without a sidecar or an IP."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,9 @@ class Observation:
     """Reports the sidecars published, still current; re-checked here against the described members."""
     owner: str | None = None
     """namespace/name of the CR that owns this (cluster, group) when it is another one: this CR is refused."""
+    config_problem: tuple[str, str] | None = None
+    """(reason, message) of a configuration the workload makes impossible (e.g. a Coordinated restart of a
+    StatefulSet that is not OnDelete): ConfigValid=False with it."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,7 @@ def _observe(previous: ConsumerGroupStatus, obs: Observation, now: datetime) -> 
         stalled_count=len(stalled),
         lag=sum(known) if known else None,
         members=members,
+        rollout=previous.rollout,  # the rollout planner's (domain.rollout), carried as it was
         stalled_members=tuple(
             StalledMember(
                 member_id=s.member_id,
@@ -228,6 +239,8 @@ def _readiness(
 
 def _config(obs: Observation) -> tuple[cond.Truth, str, str]:
     """ConfigValid: the timing rules against the broker's limits; advice is a reason, never a rejection."""
+    if obs.config_problem is not None:
+        return "False", *obs.config_problem
     spec = obs.spec
     limits = obs.broker.limits if isinstance(obs.broker, GroupFacts) else rules.BrokerLimits()
     findings = rules.check_timings(spec.timings(), limits)

@@ -67,6 +67,33 @@ class StalledMember(_Status):
     """What the sidecar does about it: leave-group, restart or alert."""
 
 
+class RolloutPhase(StrEnum):
+    ROLLING = "Rolling"
+    """Outdated pods are being restarted one at a time (`currentPod` is the one in its step, if any)."""
+    PAUSED = "Paused"
+    """A step failed (its reason in `message`); resumes on a new revision or restart request."""
+    COMPLETE = "Complete"
+
+
+class RolloutStatus(_Status):
+    """A coordinated restart of a static group's StatefulSet (issue #8), persisted so an operator restart resumes it."""
+
+    target_revision: str
+    """The StatefulSet's updateRevision being rolled out (or `restart@<time>` for a restart request)."""
+    phase: RolloutPhase
+    total: Annotated[int, Field(ge=0)] = 0
+    """Pods that needed a restart when the rollout began."""
+    done: Annotated[int, Field(ge=0)] = 0
+    current_pod: str | None = None
+    old_pod_uid: str | None = None
+    """The uid of the pod deleted in the current step: its replacement has another."""
+    old_member_id: str | None = None
+    step_started_at: Timestamp | None = None
+    bridge: str | None = None
+    """The operator's heartbeat bridge for the current pod's member (`bridge.engine` JSON), resumed after a restart."""
+    message: str = ""
+
+
 class ConsumerGroupStatus(_Status):
     observed_generation: Annotated[int, Field(ge=0)] = 0
     cluster_id: str | None = None
@@ -85,5 +112,6 @@ class ConsumerGroupStatus(_Status):
     """When the operator last saw the group change generation, membership or assignment (RFC 3339)."""
     last_sync_time: Timestamp | None = None
     conditions: tuple[Condition, ...] = ()
+    rollout: RolloutStatus | None = None
     report: dict[str, Any] | None = None
     """Owned by the report job (field manager `vigil-report`): kept here so a status read back parses."""

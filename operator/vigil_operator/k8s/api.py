@@ -9,11 +9,13 @@ import asyncio
 import base64
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Final
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from vigil_operator.domain.rollout import RESTART_ANNOTATION, SetFacts
 from vigil_operator.domain.spec import API_GROUP, KIND, PLURAL, VERSION
 from vigil_sidecar.budget import ledger
 
@@ -129,8 +131,8 @@ class KubeApi:
             raise KubeError(f"Secret {namespace}/{name} has no key {key!r} (keys: {', '.join(sorted(data)) or 'none'})")
         return base64.b64decode(data[key])
 
-    async def statefulset_replicas(self, namespace: str, name: str) -> int | None:
-        """The StatefulSet's desired replicas (`spec.replicas`, 1 when unset); None when the set does not exist."""
+    async def statefulset(self, namespace: str, name: str) -> SetFacts | None:
+        """What rollouts and departures need of a StatefulSet; None when it does not exist."""
         try:
             found = await self._call(
                 f"StatefulSet {namespace}/{name}",
@@ -140,8 +142,28 @@ class KubeApi:
             if exc.status == 404:
                 return None
             raise
-        replicas = (json.loads(found.data).get("spec") or {}).get("replicas")
-        return 1 if replicas is None else int(replicas)
+        obj = json.loads(found.data)
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        requested = None
+        if annotations.get(RESTART_ANNOTATION):
+            try:
+                requested = datetime.fromisoformat(str(annotations[RESTART_ANNOTATION]).replace("Z", "+00:00"))
+            except ValueError:
+                requested = None
+        return SetFacts(
+            update_strategy=str((spec.get("updateStrategy") or {}).get("type") or "RollingUpdate"),
+            update_revision=str(status.get("updateRevision") or ""),
+            replicas=1 if spec.get("replicas") is None else int(spec["replicas"]),
+            restart_requested_at=requested if requested is None or requested.tzinfo else None,
+        )
+
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        """Delete exactly this pod (uid precondition: never its replacement under the same name)."""
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+        await self._call(
+            f"delete pod {namespace}/{name}", lambda: self._core.delete_namespaced_pod(name, namespace, body=options)
+        )
 
     async def _call(self, what: str, call: Any) -> Any:
         try:

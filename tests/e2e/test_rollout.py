@@ -1,0 +1,109 @@
+"""Coordinated restarts of a static group (issue #8) end to end: the operator as a real process, a 4-pod static
+StatefulSet (`updateStrategy: OnDelete`) of real consumers with injected sidecars, real Kafka.
+
+Each consumer needs 15 s to start and its session timeout is 10 s: a pod restart outlasts the session, so
+without vigil every restarted pod's member expires and the group rebalances. With vigil the operator restarts
+the pods one at a time and heartbeats for each member while its pod is replaced: generations are counted from the
+broker's log, never from vigil.
+"""
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing.broker_log import generations
+from vigil_dev.testing.e2e import ConsumerSet, cond, events_for
+from vigil_dev.testing.kube_fixtures import Fakelet, Kube
+from vigil_dev.testing.operator import RunningOperator
+from vigil_dev.testing.waiting import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
+
+SESSION_MS = 10_000
+STARTUP = 15.0
+REPLICAS = 4
+
+
+@pytest.fixture
+def make_set(
+    kube: Kube, fakelet: Fakelet, kafka: KafkaCluster, operator: RunningOperator
+) -> Iterator[Callable[..., ConsumerSet]]:
+    made: list[ConsumerSet] = []
+
+    def make(**options: object) -> ConsumerSet:
+        made.append(ConsumerSet(kube, kafka, replicas=REPLICAS, membership="static", session_ms=SESSION_MS,
+                                env={"STARTUP_DELAY_SECONDS": str(STARTUP)}, **options))  # type: ignore[arg-type]  # fmt: skip
+        return made[-1]
+
+    yield make
+    for made_set in made:
+        made_set.close()
+
+
+def new_revision(kube: Kube, s: ConsumerSet) -> None:
+    """A template change: a new StatefulSet revision (the pods keep running: OnDelete)."""
+    patch = {"spec": {"template": {"metadata": {"annotations": {"vigil.dev/test-revision": str(time.time())}}}}}
+    kube.apps.patch_namespaced_stateful_set(s.name, s.namespace, patch)
+
+
+def test_a_coordinated_rollout_restarts_every_pod_without_a_rebalance(
+    make_set: Callable[..., ConsumerSet], kube: Kube, kafka: KafkaCluster
+) -> None:
+    s = make_set(spec={"restart": {"strategy": "Coordinated", "maxRestartSeconds": 90}}, on_delete=True)
+    before = s.mapped(REPLICAS)
+    settled = generations(kafka, s.group)
+    uids = {p: kube.pod(s.namespace, p)["metadata"]["uid"] for p in s.pods(REPLICAS)}  # type: ignore[index]
+
+    new_revision(kube, s)
+    began = time.monotonic()
+    done = wait_for(
+        s.status,
+        lambda st: (st.get("rollout") or {}).get("phase") in ("Complete", "Paused"),
+        timeout=REPLICAS * (STARTUP + 30),
+        interval=1,
+        what=f"{s.group}: the coordinated rollout ending",
+    )
+    took = time.monotonic() - began
+    rollout = done["rollout"]
+    print(
+        f"rollout of {REPLICAS} pods: {rollout} in {took:.0f}s; generations {settled} -> {generations(kafka, s.group)}"
+    )
+    assert rollout["phase"] == "Complete", rollout
+    assert (rollout["done"], rollout["total"]) == (REPLICAS, REPLICAS)
+    # every pod was replaced (a new uid), highest ordinal first, and the members came back in the same generation
+    after = s.mapped(REPLICAS)
+    for pod in s.pods(REPLICAS):
+        assert kube.pod(s.namespace, pod)["metadata"]["uid"] != uids[pod], pod  # type: ignore[index]
+        assert after[pod]["instanceId"] == before[pod]["instanceId"]
+        assert after[pod]["memberId"] != before[pod]["memberId"]  # the restarted app, under a new member id
+    assert generations(kafka, s.group) == settled, "a rebalance during the rollout"
+    steps = [e["message"] for e in events_for(kube, s.namespace, s.name) if e["reason"] == "RolloutStep"]
+    deleted = [m.split()[1].rstrip(";") for m in steps if m.startswith("deleted ")]
+    assert deleted == [f"{s.name}-{i}" for i in reversed(range(REPLICAS))], steps
+    assert cond(done, "RestartInProgress")["reason"] == "RolloutComplete"
+
+
+def test_without_coordination_the_same_restart_rebalances(
+    make_set: Callable[..., ConsumerSet], kube: Kube, kafka: KafkaCluster
+) -> None:
+    """Stock: the StatefulSet controller rolls the pods itself (RollingUpdate); each restart outlasts the session."""
+    s = make_set()
+    s.mapped(REPLICAS)
+    settled = generations(kafka, s.group)
+    new_revision(kube, s)
+    bumped = wait_for(lambda: generations(kafka, s.group), lambda g: len(g) > len(settled),
+                      timeout=SESSION_MS / 1000 + STARTUP + 30, interval=1,
+                      what=f"{s.group}: a rebalance after the template change")  # fmt: skip
+    print(f"stock rolling update: generations {settled} -> {bumped}")
+    assert len(bumped) > len(settled)
+
+
+def test_a_statefulset_that_is_not_on_delete_is_a_config_error(make_set: Callable[..., ConsumerSet]) -> None:
+    s = make_set(spec={"restart": {"strategy": "Coordinated"}})
+    status = wait_for(s.status, lambda st: cond(st, "ConfigValid").get("reason") == "UpdateStrategyNotOnDelete",
+                      timeout=60, what=f"{s.group}: ConfigValid=False UpdateStrategyNotOnDelete")  # fmt: skip
+    assert cond(status, "ConfigValid")["status"] == "False"
+    assert "OnDelete" in cond(status, "ConfigValid")["message"]
+    assert "rollout" not in status
