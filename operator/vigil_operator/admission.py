@@ -16,7 +16,8 @@ from vigil_operator.handlers import CR, SETTINGS, Record
     operation="CREATE",
     id="inject-sidecar",
     labels={injection.INJECT_LABEL: "true"},
-    ignore_failures=True,  # an operator outage must not stop workloads from starting (they run without vigil)
+    # Ignore (default): an operator outage must not stop workloads from starting (they run without vigil)
+    ignore_failures=SETTINGS.webhook_failure_policy == "Ignore",
 )
 def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], **kwargs: Any) -> None:
     consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]

@@ -1,7 +1,7 @@
 """The operator's settings: flags of `vigil operator` (or `VIGIL_OPERATOR_<NAME>` env vars), validated once."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,6 +36,10 @@ class OperatorSettings(BaseModel):
     webhook_ca: Path | None = None
     webhook_managed: bool = False
     """Write the (Mutating|Validating)WebhookConfiguration itself (local runs); the chart owns it in production."""
+    webhook_failure_policy: Literal["Ignore", "Fail"] = "Ignore"
+    """Managed mode: the injection webhook's failurePolicy. Ignore: an operator outage never stops pods from
+    starting (they start without the sidecar). Fail: they wait for the operator (a coordinated restart's
+    replacement pod then always gets its sidecar)."""
 
     def injection(self) -> InjectionConfig:
         return InjectionConfig(
