@@ -10,15 +10,19 @@ import sys
 from collections.abc import Sequence
 
 #: Subcommands whose issue has not landed yet: name -> (what it will do, the issue that delivers it).
-PENDING: dict[str, tuple[str, str]] = {
-    "report": ("run the rebalance report (PySpark)", "#9 The rebalance report"),
-}
+PENDING: dict[str, tuple[str, str]] = {}
 
 #: Subcommands of an extra: name -> (module with `main(argv) -> int`, the extra it needs, help). Imported by name
 #: so vigil_core never imports the operator statically (import-linter contract `sidecar-stays-small`).
 EXTRAS: dict[str, tuple[str, str, str]] = {
     "crd": ("vigil_operator.crd", "operator", "print the ConsumerGroup CRD (-o yaml|json)"),
     "operator": ("vigil_operator.cli", "operator", "run the ConsumerGroup operator and its webhooks (kopf)"),
+    "rollout": (
+        "vigil_operator.rollout_cli",
+        "operator",
+        "wait for a coordinated restart (status NAME)",
+    ),
+    "report": ("vigil_spark.cli", "report", "ingest __consumer_offsets and vigil's events, build the rebalance report"),
 }
 
 

@@ -7,6 +7,8 @@ the pods one at a time and heartbeats for each member while its pod is replaced:
 broker's log, never from vigil.
 """
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 
@@ -58,14 +60,19 @@ def test_a_coordinated_rollout_restarts_every_pod_without_a_rebalance(
 
     new_revision(kube, s)
     began = time.monotonic()
-    done = wait_for(
-        s.status,
-        lambda st: (st.get("rollout") or {}).get("phase") in ("Complete", "Paused"),
-        timeout=REPLICAS * (STARTUP + 30),
-        interval=1,
-        what=f"{s.group}: the coordinated rollout ending",
-    )
+    # the CI pipeline's wait: `vigil rollout status` (helm upgrade --wait does not wait for OnDelete sets)
+    waited = subprocess.run(
+        [sys.executable, "-m", "vigil_core.cli", "rollout", "status", s.name, "-n", s.namespace,
+         "--timeout", str(REPLICAS * (STARTUP + 30)), "--kubeconfig", str(kube.kubeconfig)],
+        capture_output=True, text=True, timeout=REPLICAS * (STARTUP + 30) + 30, check=False,
+    )  # fmt: skip
     took = time.monotonic() - began
+    print(waited.stdout, waited.stderr)
+    assert waited.returncode == 0, waited.stderr
+    lines = waited.stdout.splitlines()
+    assert "rolled out orders-" in lines[-1]
+    assert any(f"{REPLICAS - 1}/{REPLICAS} restarted" in line for line in lines), lines  # progress, line per change
+    done = s.status()
     rollout = done["rollout"]
     print(
         f"rollout of {REPLICAS} pods: {rollout} in {took:.0f}s; generations {settled} -> {generations(kafka, s.group)}"

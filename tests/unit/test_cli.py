@@ -5,10 +5,11 @@ import pytest
 from vigil_core import cli
 
 
-@pytest.mark.parametrize(("command", "issue"), [(name, issue) for name, (_, issue) in cli.PENDING.items()])
 def test_pending_subcommand_names_its_issue_and_exits_2(
-    command: str, issue: str, capsys: pytest.CaptureFixture[str]
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    command, issue = "someday", "#99 Someday"  # every subcommand has landed: the mechanism, with one of its own
+    monkeypatch.setitem(cli.PENDING, command, ("do it later", issue))
     assert cli.main([command, "--anything"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"vigil {command}: not implemented yet")

@@ -122,8 +122,11 @@ def plan(
                    now=now)  # fmt: skip
 
 
-def test_nothing_outdated_nothing_to_do() -> None:
-    assert plan([pod(i, NEW) for i in range(3)], None) == (None, [])
+def test_nothing_outdated_nothing_to_do_but_the_target_is_recorded() -> None:
+    state, actions = plan([pod(i, NEW) for i in range(3)], None)
+    assert actions == []
+    assert state == RolloutStatus(target_revision=NEW, phase=RolloutPhase.COMPLETE, message="nothing to restart")
+    assert plan([pod(i, NEW) for i in range(3)], state) == (state, [])
 
 
 def test_a_new_revision_begins_with_the_highest_ordinal() -> None:
@@ -222,7 +225,9 @@ def test_the_last_step_completes_the_rollout() -> None:
 
 def test_pods_beyond_the_replica_count_are_not_rolled() -> None:
     state, actions = plan([pod(0, NEW), pod(1, NEW), pod(2, NEW), pod(3)], None)
-    assert (state, actions) == (None, [])
+    assert actions == []
+    assert state is not None
+    assert (state.phase, state.total) == (RolloutPhase.COMPLETE, 0)
 
 
 # --- properties --------------------------------------------------------------------------------------------------

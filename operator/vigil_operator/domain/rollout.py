@@ -143,8 +143,8 @@ def plan(  # noqa: PLR0911 - one return per stage of a step, in order
     stale = [p for p in mine if outdated(workload, p)]
     state = previous if previous is not None and previous.target_revision == goal else None
     if state is None:
-        if not stale:
-            return previous, []
+        if not stale:  # the target is what runs already: say so (`vigil rollout status` compares targets)
+            return RolloutStatus(target_revision=goal, phase=RolloutPhase.COMPLETE, message="nothing to restart"), []
         state = RolloutStatus(target_revision=goal, phase=RolloutPhase.ROLLING, total=len(stale))
         notes: list[Action] = [Note("Normal", "RolloutStarted",
                                     f"restarting {len(stale)} pod(s) one at a time for {goal}")]  # fmt: skip
