@@ -72,10 +72,8 @@ class Brokers:
         cluster = self._cluster(connection)
 
         def remove() -> Outcome:
-            if cluster.client is None:
-                cluster.client = GroupClient(cluster.connection, client_id="vigil-operator", max_attempts=3)
             cluster.requests += 1
-            return cluster.client.remove_member(group_id, member_id, instance_id, reason)
+            return _client(cluster).remove_member(group_id, member_id, instance_id, reason)
 
         try:
             return await asyncio.get_running_loop().run_in_executor(cluster.worker, remove)
@@ -85,13 +83,28 @@ class Brokers:
             log.warning("remove %s from %s: %s", member_id, group_id, _one_line(exc))
             return classify(Api.LEAVE_GROUP, TRANSPORT_ERROR)
 
+    async def subscriptions(self, connection: KafkaConnection, group_id: str) -> tuple[str, ...] | None:
+        """The topics the group's members subscribe to (classic groups; one DescribeGroups); None when unknown."""
+        cluster = self._cluster(connection)
+
+        def describe() -> tuple[str, ...] | None:
+            cluster.requests += 2
+            view = _client(cluster).describe(group_id, subscriptions=True)
+            if any(m.subscription is None for m in view.members):
+                return None
+            return tuple(sorted({t for m in view.members for t in m.subscription or ()}))
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(cluster.worker, describe)
+        except (GroupClientError, KafkaException, RuntimeError, OSError) as exc:
+            log.warning("subscriptions of %s: %s", group_id, _one_line(exc))
+            return None
+
     def requests(self) -> int:
         return sum(c.requests for c in self._clusters.values())
 
     def _observe(self, cluster: _Cluster, group_id: str) -> GroupFacts:
-        if cluster.client is None:
-            cluster.client = GroupClient(cluster.connection, client_id="vigil-operator", max_attempts=3)
-        client = cluster.client
+        client = _client(cluster)
         if cluster.cluster_id is None:
             cluster.cluster_id = client.cluster_id()
             cluster.requests += 1
@@ -111,6 +124,13 @@ class Brokers:
                 cluster.worker.submit(cluster.client.close)
             cluster.worker.shutdown(wait=True, cancel_futures=True)
         self._clusters.clear()
+
+
+def _client(cluster: _Cluster) -> GroupClient:
+    """The cluster's client, made at first use on its worker thread (it connects, blocking)."""
+    if cluster.client is None:
+        cluster.client = GroupClient(cluster.connection, client_id="vigil-operator", max_attempts=3)
+    return cluster.client
 
 
 def _one_line(exc: BaseException) -> str:

@@ -189,12 +189,18 @@ class Runtime:
         set_pods = [_set_pod(p, p.ordinal) for p in pods if p.ordinal is not None]
         new, actions = rollout.plan(spec, workload, set_pods, group, current, bridge_outcome=self.rollouts.outcome(uid),
                                     now=now)  # fmt: skip
+        reasons = {a.reason for a in actions if isinstance(a, rollout.Note)}
+        if new is not None and "RolloutStarted" in reasons:
+            before = await self.brokers.subscriptions(connection, spec.group_id)
+            new = new.model_copy(update={"subscribed_before": before})
         for action in actions:
             if isinstance(action, rollout.Note):
                 post(Notice(action.type, action.reason, action.message))
             elif new is not None:
                 new = await self._begin_step(body, spec, status, new, action, pods=pods, members=members,
                                              connection=connection, post=post)  # fmt: skip
+        if new is not None and "RolloutComplete" in reasons:
+            new = await self._resubscribe(spec, new, facts, connection, post)
         if new is None or new.current_pod is None or new.phase is not RolloutPhase.ROLLING:
             self.rollouts.stop(uid)
         status = status.model_copy(update={"rollout": new})
@@ -205,6 +211,23 @@ class Runtime:
             return _restart(status, "True", "Rolling", message, generation=generation, now=now)
         reason = "RolloutPaused" if new.phase is RolloutPhase.PAUSED else "RolloutComplete"
         return _restart(status, "False", reason, new.message, generation=generation, now=now)
+
+    async def _resubscribe(
+        self, spec: ConsumerGroupSpec, done: RolloutStatus, facts: GroupFacts, connection: KafkaConnection, post: Post
+    ) -> RolloutStatus:
+        """Subscriptions that changed across the rollout get one deliberate rebalance: a static rejoin in a Stable
+        group keeps the old assignment, so new topics would stay unconsumed (compare-and-remove of one member: it
+        rejoins at once, in the rebalance its removal starts)."""
+        after = await self.brokers.subscriptions(connection, spec.group_id)
+        change = rollout.subscription_change(done.subscribed_before, after or ())
+        if after is None or change is None or not facts.view.members:
+            return done
+        member = min(facts.view.members, key=lambda m: (m.instance_id or "", m.member_id))
+        reason = f"vigil: subscriptions changed across the rollout ({change}): one rebalance assigns them"
+        outcome = await self.brokers.remove(connection, spec.group_id, member.member_id, member.instance_id, reason)
+        kind = "Normal" if outcome.reaction is Reaction.DONE else "Warning"
+        post(Notice(kind, "SubscriptionRebalance", f"{reason} (removed {member.member_id}: {outcome.name})"))
+        return done.model_copy(update={"message": f"{done.message}; subscriptions {change}: one rebalance"})
 
     async def _begin_step(
         self, body: Mapping[str, Any], spec: ConsumerGroupSpec, status: ConsumerGroupStatus, state: RolloutStatus,

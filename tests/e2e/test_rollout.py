@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import generations
 from vigil_dev.testing.e2e import ConsumerSet, cond, events_for
 from vigil_dev.testing.kube_fixtures import Fakelet, Kube
@@ -35,8 +36,9 @@ def make_set(
     made: list[ConsumerSet] = []
 
     def make(**options: object) -> ConsumerSet:
-        made.append(ConsumerSet(kube, kafka, replicas=REPLICAS, membership="static", session_ms=SESSION_MS,
-                                env={"STARTUP_DELAY_SECONDS": str(STARTUP)}, **options))  # type: ignore[arg-type]  # fmt: skip
+        settings: dict[str, object] = {"replicas": REPLICAS, "membership": "static", "session_ms": SESSION_MS,
+                                       "env": {"STARTUP_DELAY_SECONDS": str(STARTUP)}} | options  # fmt: skip
+        made.append(ConsumerSet(kube, kafka, **settings))  # type: ignore[arg-type]
         return made[-1]
 
     yield make
@@ -114,3 +116,41 @@ def test_a_statefulset_that_is_not_on_delete_is_a_config_error(make_set: Callabl
     assert cond(status, "ConfigValid")["status"] == "False"
     assert "OnDelete" in cond(status, "ConfigValid")["message"]
     assert "rollout" not in status
+
+
+def test_a_rollout_that_adds_a_topic_ends_with_one_deliberate_rebalance(
+    make_set: Callable[..., ConsumerSet], kube: Kube, kafka: KafkaCluster
+) -> None:
+    """A static rejoin in a Stable group keeps the old assignment: the new topic would stay unconsumed. vigil
+    removes one member at the end (it rejoins at once): exactly one generation, and the topic is consumed."""
+    replicas = 2
+    s = make_set(replicas=replicas, spec={"restart": {"strategy": "Coordinated", "maxRestartSeconds": 90}},
+                 on_delete=True)  # fmt: skip
+    s.mapped(replicas)
+    settled = generations(kafka, s.group)
+    added = clients.create_topic(s.conn, clients.unique("added"), partitions=2)
+    patch = {"spec": {"template": {"spec": {"containers": [
+        {"name": "app", "args": ["--group", s.group, "--topic", f"{s.topic},{added}"]}]}}}}  # fmt: skip
+    kube.apps.patch_namespaced_stateful_set(s.name, s.namespace, patch,
+                                            _content_type="application/strategic-merge-patch+json")  # fmt: skip
+    waited = subprocess.run(
+        [sys.executable, "-m", "vigil_core.cli", "rollout", "status", s.name, "-n", s.namespace,
+         "--timeout", str(replicas * (STARTUP + 30)), "--kubeconfig", str(kube.kubeconfig)],
+        capture_output=True, text=True, timeout=replicas * (STARTUP + 30) + 30, check=False,
+    )  # fmt: skip
+    assert waited.returncode == 0, (waited.stdout, waited.stderr)
+
+    def assigned_topics() -> set[str]:
+        desc = clients.describe_group(s.conn, s.group)
+        if str(desc.state).split(".")[-1].upper() != "STABLE":
+            return set()
+        return {tp.topic for m in desc.members for tp in m.assignment.topic_partitions}
+
+    wait_for(assigned_topics, lambda topics: added in topics, timeout=60,
+             what=f"{s.group}: the added topic {added} assigned")  # fmt: skip
+    after = generations(kafka, s.group)
+    print(f"rollout adding {added}: generations {settled} -> {after}")
+    assert len(after) == len(settled) + 1, (settled, after)
+    rebalanced = [e for e in events_for(kube, s.namespace, s.name) if e["reason"] == "SubscriptionRebalance"]
+    assert len(rebalanced) == 1, rebalanced
+    assert f"+{added}" in rebalanced[0]["message"]

@@ -49,7 +49,7 @@ class App:
         if delay > 0 and self.stopping.wait(delay):  # a slow-starting app (rollout tests): joins only after this
             return
         consumer = Consumer(self.conf)
-        consumer.subscribe([self.topic])
+        consumer.subscribe(self.topic.split(","))
         try:
             while not self.stopping.is_set():
                 if self.stalled.is_set():
@@ -94,7 +94,7 @@ def _handler(app: App) -> type[BaseHTTPRequestHandler]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--group", required=True)
-    parser.add_argument("--topic", required=True)
+    parser.add_argument("--topic", required=True, help="a topic, or several separated by commas")
     parser.add_argument("--control-port", type=int, default=8080)
     args = parser.parse_args(argv)
     app = App(args.group, args.topic)

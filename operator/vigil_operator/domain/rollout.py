@@ -201,6 +201,16 @@ def _step(
                    step_started_at=None, message=message), name  # fmt: skip
 
 
+def subscription_change(before: Sequence[str] | None, after: Sequence[str]) -> str | None:
+    """What changed in the subscribed topics across a rollout ("+t2 -t1"), None when nothing (or nothing known)."""
+    if before is None:
+        return None
+    added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
+    if not added and not removed:
+        return None
+    return " ".join([*(f"+{t}" for t in added), *(f"-{t}" for t in removed)])
+
+
 def _not_ready(pods: Sequence[SetPod], group: GroupNow) -> str:
     """Why a step cannot begin now ("" when it can)."""
     if not group.stable:

@@ -91,6 +91,9 @@ class RolloutStatus(_Status):
     step_started_at: Timestamp | None = None
     bridge: str | None = None
     """The operator's heartbeat bridge for the current pod's member (`bridge.engine` JSON), resumed after a restart."""
+    subscribed_before: tuple[str, ...] | None = None
+    """The topics the members subscribed to when the rollout began (classic groups): a static rejoin in a Stable
+    group does not reassign, so a change is followed by one deliberate rebalance at the end."""
     message: str = ""
 
 
