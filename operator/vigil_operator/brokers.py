@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaException
 
 from vigil_core import rules
-from vigil_core.kafka.group_client import GroupClient, GroupClientError
+from vigil_core.kafka.group_client import GroupClient, GroupClientError, GroupTimings
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_operator.domain.reconcile import GroupFacts, Unreachable
@@ -99,6 +99,26 @@ class Brokers:
         except (GroupClientError, KafkaException, RuntimeError, OSError) as exc:
             log.warning("subscriptions of %s: %s", group_id, _one_line(exc))
             return None
+
+    async def group_timings(self, connection: KafkaConnection, group_id: str) -> GroupTimings:
+        """A KIP-848 group's session and heartbeat (and its own override). Raises GroupClientError."""
+        cluster = self._cluster(connection)
+
+        def call() -> GroupTimings:
+            cluster.requests += 1
+            return _client(cluster).group_timings(group_id)
+
+        return await asyncio.get_running_loop().run_in_executor(cluster.worker, call)
+
+    async def set_group_session(self, connection: KafkaConnection, group_id: str, session_ms: int | None) -> None:
+        """Set a KIP-848 group's own session timeout (None: remove it). Raises GroupClientError."""
+        cluster = self._cluster(connection)
+
+        def call() -> None:
+            cluster.requests += 1
+            _client(cluster).set_group_session(group_id, session_ms)
+
+        await asyncio.get_running_loop().run_in_executor(cluster.worker, call)
 
     def requests(self) -> int:
         return sum(c.requests for c in self._clusters.values())

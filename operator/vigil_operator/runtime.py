@@ -15,8 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from vigil_core import events
+from vigil_core import events, rules
 from vigil_core.kafka.event_sink import EventSink
+from vigil_core.kafka.group_client import GroupClientError
 from vigil_core.kafka.model import GroupState
 from vigil_core.kafka.outcomes import Reaction
 from vigil_core.kafka.security import KafkaConnection
@@ -177,18 +178,14 @@ class Runtime:
             reason, message = (problem.reason, problem.message) if problem else ("WorkloadUnreadable", "")
             return _restart(status, "False", reason, message, generation=generation, now=now)
         current = status.rollout
-        resume = current is not None and current.phase is RolloutPhase.ROLLING and current.bridge
-        if resume and current is not None and current.bridge and not self.rollouts.running(uid):
-            try:  # an operator restart mid-step: resume the persisted bridge
-                self.rollouts.run(uid, bridge.BridgeState.from_json(current.bridge), connection, resumed=True)
-            except bridge.BridgeDecodeError as exc:
-                log.warning("%s: the persisted rollout bridge is unreadable: %s", spec.group_id, exc)
+        self._resume(uid, spec, current, connection)
         self.rollouts.observe(uid, facts.view)
         members = {m.instance_id: m.member_id for m in facts.view.members if m.instance_id}
         group = rollout.GroupNow(stable=facts.view.state is GroupState.STABLE, members=members)
         set_pods = [_set_pod(p, p.ordinal) for p in pods if p.ordinal is not None]
-        new, actions = rollout.plan(spec, workload, set_pods, group, current, bridge_outcome=self.rollouts.outcome(uid),
-                                    now=now)  # fmt: skip
+        kip848 = spec.client.group_protocol is rules.GroupProtocol.CONSUMER
+        kept = _replaced(current, set_pods, members) if kip848 else self.rollouts.outcome(uid)
+        new, actions = rollout.plan(spec, workload, set_pods, group, current, bridge_outcome=kept, now=now)
         reasons = {a.reason for a in actions if isinstance(a, rollout.Note)}
         if new is not None and "RolloutStarted" in reasons:
             before = await self.brokers.subscriptions(connection, spec.group_id)
@@ -196,21 +193,31 @@ class Runtime:
         for action in actions:
             if isinstance(action, rollout.Note):
                 post(Notice(action.type, action.reason, action.message))
+            elif new is not None and kip848:
+                new = await self._begin_raised_step(body, spec, status, new, action, facts=facts, members=members,
+                                                    connection=connection, post=post)  # fmt: skip
             elif new is not None:
                 new = await self._begin_step(body, spec, status, new, action, pods=pods, members=members,
                                              connection=connection, post=post)  # fmt: skip
         if new is not None and "RolloutComplete" in reasons:
             new = await self._resubscribe(spec, new, facts, connection, post)
+        if new is not None and new.phase is not RolloutPhase.ROLLING and new.session_restore is not None:
+            new = await self._restore_session(spec, new, connection, post)
         if new is None or new.current_pod is None or new.phase is not RolloutPhase.ROLLING:
             self.rollouts.stop(uid)
-        status = status.model_copy(update={"rollout": new})
-        if new is None:
-            return status
-        if new.phase is RolloutPhase.ROLLING:
-            message = f"{new.done}/{new.total} restarted; {new.message}"
-            return _restart(status, "True", "Rolling", message, generation=generation, now=now)
-        reason = "RolloutPaused" if new.phase is RolloutPhase.PAUSED else "RolloutComplete"
-        return _restart(status, "False", reason, new.message, generation=generation, now=now)
+        return _with_rollout(status, new, generation=generation, now=now)
+
+    def _resume(self, uid: str, spec: ConsumerGroupSpec, current: RolloutStatus | None,
+                connection: KafkaConnection) -> None:  # fmt: skip
+        """An operator restart mid-step: the bridge persisted in status runs again."""
+        if current is None or current.phase is not RolloutPhase.ROLLING or not current.bridge:
+            return
+        if self.rollouts.running(uid):
+            return
+        try:
+            self.rollouts.run(uid, bridge.BridgeState.from_json(current.bridge), connection, resumed=True)
+        except bridge.BridgeDecodeError as exc:
+            log.warning("%s: the persisted rollout bridge is unreadable: %s", spec.group_id, exc)
 
     async def _resubscribe(
         self, spec: ConsumerGroupSpec, done: RolloutStatus, facts: GroupFacts, connection: KafkaConnection, post: Post
@@ -258,6 +265,57 @@ class Runtime:
         post(Notice("Normal", "RolloutStep", f"deleted {pod.name}; heartbeating for member {member.member_id}"
                     f" (generation {member.generation}) until its replacement takes it back"))  # fmt: skip
         return state
+
+    async def _begin_raised_step(
+        self, body: Mapping[str, Any], spec: ConsumerGroupSpec, status: ConsumerGroupStatus, state: RolloutStatus,
+        step: rollout.BeginStep, *, facts: GroupFacts, members: Mapping[str, str], connection: KafkaConnection,
+        post: Post,
+    ) -> RolloutStatus:  # fmt: skip
+        """KIP-848 groups have no classic heartbeat to bridge with: their session timeout lives on the group. Raise
+        it (once per rollout; the original is kept in status to restore), let every member heartbeat once so its
+        session timer takes the raised value, then delete the pod: its member outlives the restart."""
+        meta = body["metadata"]
+        namespace, name = str(meta["namespace"]), str(meta["name"])
+        old = members.get(step.instance_id or "")
+        if old is None:
+            message = f"{step.pod}: no member holds its instance id {step.instance_id}: nothing to keep"
+            post(Notice("Warning", "RolloutPaused", message))
+            return state.model_copy(update={"phase": RolloutPhase.PAUSED, "message": message})
+        raised = min(round(spec.restart.max_restart_seconds * 1000), facts.limits.consumer_max_session_ms)
+        try:
+            if state.session_restore is None:
+                timings = await self.brokers.group_timings(connection, spec.group_id)
+                before = timings.session_override_ms
+                state = state.model_copy(update={"session_restore": "" if before is None else str(before)})
+                await self.kube.apply_status(namespace, name, _dump(status.model_copy(update={"rollout": state})))
+                await self.brokers.set_group_session(connection, spec.group_id, raised)
+                await asyncio.sleep(timings.heartbeat_ms / 1000 + 0.5)  # every member's next heartbeat takes it
+        except GroupClientError as exc:
+            message = f"{step.pod}: could not raise the group's session timeout to {raised} ms: {exc}"
+            post(Notice("Warning", "RolloutPaused", message))
+            return state.model_copy(update={"phase": RolloutPhase.PAUSED, "message": message})
+        state = state.model_copy(update={"old_member_id": old})
+        await self.kube.apply_status(namespace, name, _dump(status.model_copy(update={"rollout": state})))
+        try:
+            await self.kube.delete_pod(namespace, step.pod, step.uid)
+        except KubeError as exc:
+            post(Notice("Warning", "RolloutPaused", str(exc)))
+            return state.model_copy(update={"phase": RolloutPhase.PAUSED, "message": str(exc)})
+        post(Notice("Normal", "RolloutStep", f"deleted {step.pod}; the group's session timeout is raised to"
+                    f" {raised} ms so its member {old} waits for the replacement"))  # fmt: skip
+        return state
+
+    async def _restore_session(
+        self, spec: ConsumerGroupSpec, done: RolloutStatus, connection: KafkaConnection, post: Post
+    ) -> RolloutStatus:
+        """The rollout ended (complete or paused): the KIP-848 group's own session timeout back as it was."""
+        original = None if not done.session_restore else int(done.session_restore)
+        try:
+            await self.brokers.set_group_session(connection, spec.group_id, original)
+        except GroupClientError as exc:
+            post(Notice("Warning", "SessionNotRestored", f"consumer.session.timeout.ms of {spec.group_id}: {exc}"))
+            return done
+        return done.model_copy(update={"session_restore": None})
 
     def _emit(self, connection: KafkaConnection, event: events.Event) -> None:
         """One event on the events topic (none configured: nothing)."""
@@ -364,11 +422,39 @@ def _previous(body: Mapping[str, Any]) -> ConsumerGroupStatus:
 _OWN_ALIASES = frozenset(f.alias or n for n, f in ConsumerGroupStatus.model_fields.items())
 
 
+def _replaced(current: RolloutStatus | None, pods: list[rollout.SetPod], members: Mapping[str, str]) -> str | None:
+    """KIP-848 steps have no bridge: "rejoined" once the step's instance id is held by a new member, "member-gone"
+    when nobody holds it (the member expired after all), None meanwhile."""
+    if current is None or current.current_pod is None or current.old_member_id is None:
+        return None
+    instance = next((p.instance_id for p in pods if p.name == current.current_pod), None)
+    if instance is None:
+        return None
+    holder = members.get(instance)
+    if holder is None:
+        return "member-gone"
+    return "rejoined" if holder != current.old_member_id else None
+
+
 def _set_pod(pod: PodFacts, ordinal: int) -> rollout.SetPod:
     return rollout.SetPod(
         pod.name, ordinal, pod.uid, pod.revision, pod.ready, pod.sidecar_url is not None, pod.created_at,
         pod.deleting, pod.instance_id,
     )  # fmt: skip
+
+
+def _with_rollout(
+    status: ConsumerGroupStatus, new: RolloutStatus | None, *, generation: int, now: datetime
+) -> ConsumerGroupStatus:
+    """The status with the rollout and its RestartInProgress condition."""
+    status = status.model_copy(update={"rollout": new})
+    if new is None:
+        return status
+    if new.phase is RolloutPhase.ROLLING:
+        message = f"{new.done}/{new.total} restarted; {new.message}"
+        return _restart(status, "True", "Rolling", message, generation=generation, now=now)
+    reason = "RolloutPaused" if new.phase is RolloutPhase.PAUSED else "RolloutComplete"
+    return _restart(status, "False", reason, new.message, generation=generation, now=now)
 
 
 def _restart(

@@ -14,9 +14,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from vigil_core.kafka.group_client import GroupClient
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
-from vigil_dev.testing.broker_log import generations
+from vigil_dev.testing.broker_log import broker_lines, generations
 from vigil_dev.testing.e2e import ConsumerSet, cond, events_for
 from vigil_dev.testing.kube_fixtures import Fakelet, Kube
 from vigil_dev.testing.operator import RunningOperator
@@ -154,3 +155,53 @@ def test_a_rollout_that_adds_a_topic_ends_with_one_deliberate_rebalance(
     rebalanced = [e for e in events_for(kube, s.namespace, s.name) if e["reason"] == "SubscriptionRebalance"]
     assert len(rebalanced) == 1, rebalanced
     assert f"+{added}" in rebalanced[0]["message"]
+
+
+def test_a_kip848_group_rolls_with_its_session_timeout_raised_and_restored(
+    make_set: Callable[..., ConsumerSet], kube: Kube, kafka: KafkaCluster
+) -> None:
+    """KIP-848 has no classic heartbeat to bridge with: the operator raises the group's own
+    consumer.session.timeout.ms (the broker's is 10 s here, the app needs 15 s) for the rollout and restores it after.
+    Epoch bumps are counted from the broker's log (`Bumped group epoch to N`)."""
+    replicas = 2
+    s = make_set(replicas=replicas, on_delete=True,
+                 spec={"restart": {"strategy": "Coordinated", "maxRestartSeconds": 45},
+                       "client": {"groupProtocol": "consumer"}},
+                 env={"STARTUP_DELAY_SECONDS": str(STARTUP), "KAFKA_GROUP_PROTOCOL": "consumer"})  # fmt: skip
+    before = s.mapped(replicas)
+    bumps = broker_lines(kafka, s.group, r"\[GroupId {g}\] Bumped group epoch to (\d+)")
+    new_revision(kube, s)
+    waited = subprocess.run(
+        [sys.executable, "-m", "vigil_core.cli", "rollout", "status", s.name, "-n", s.namespace,
+         "--timeout", str(replicas * (STARTUP + 30)), "--kubeconfig", str(kube.kubeconfig)],
+        capture_output=True, text=True, timeout=replicas * (STARTUP + 30) + 30, check=False,
+    )  # fmt: skip
+    print(waited.stdout, waited.stderr)
+    assert waited.returncode == 0, (waited.stdout, waited.stderr)
+    after = s.mapped(replicas)
+    for pod in s.pods(replicas):
+        assert after[pod]["instanceId"] == before[pod]["instanceId"]
+        assert after[pod]["memberId"] != before[pod]["memberId"]
+    bumped = broker_lines(kafka, s.group, r"\[GroupId {g}\] Bumped group epoch to (\d+)")[len(bumps) :]
+    print(f"KIP-848 rollout: epoch bumps during it: {bumped}")
+    assert bumped == [], "the group epoch moved during the rollout"
+    raised = [e["message"] for e in events_for(kube, s.namespace, s.name) if e["reason"] == "RolloutStep"]
+    assert any("session timeout is raised to 45000 ms" in m for m in raised), raised
+    assert GroupClient(s.conn).group_timings(s.group).session_override_ms is None  # restored: the broker's default
+
+
+def test_without_coordination_a_kip848_restart_moves_the_epoch(
+    make_set: Callable[..., ConsumerSet], kube: Kube, kafka: KafkaCluster
+) -> None:
+    """Stock, for the test above: the same KIP-848 static set rolled by the StatefulSet controller; the restart
+    (15 s) outlasts the broker's session (10 s), the member expires and the epoch moves."""
+    s = make_set(replicas=2, spec={"client": {"groupProtocol": "consumer"}},
+                 env={"STARTUP_DELAY_SECONDS": str(STARTUP), "KAFKA_GROUP_PROTOCOL": "consumer"})  # fmt: skip
+    s.mapped(2)
+    pattern = r"\[GroupId {g}\] Bumped group epoch to (\d+)"
+    settled = len(broker_lines(kafka, s.group, pattern))
+    new_revision(kube, s)
+    bumped = wait_for(lambda: broker_lines(kafka, s.group, pattern)[settled:], lambda b: len(b) > 0,
+                      timeout=SESSION_MS / 1000 + STARTUP + 30, interval=1,
+                      what=f"{s.group}: an epoch bump after the template change")  # fmt: skip
+    print(f"stock KIP-848 rolling update: epoch bumps {bumped}")

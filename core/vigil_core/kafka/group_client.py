@@ -13,7 +13,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    OffsetSpec,
+    ResourceType,
+)
 
 from vigil_core.kafka import retry, wire
 from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView, TopicPartitionRef
@@ -22,6 +29,20 @@ from vigil_core.kafka.security import KafkaConnection
 from vigil_core.rules import BrokerLimits
 
 REASON_PREFIX = "vigil: "
+GROUP_SESSION_CONFIG = "consumer.session.timeout.ms"
+GROUP_HEARTBEAT_CONFIG = "consumer.heartbeat.interval.ms"
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupTimings:
+    """A KIP-848 group's timings, as its members get them (ms)."""
+
+    session_ms: int
+    heartbeat_ms: int
+    session_override_ms: int | None
+    """The group's own session timeout, None when it follows the broker's default."""
+
+
 _UNSUPPORTED_VERSION = 35
 #: KIP-848 groups can have members removed by a third party only from Kafka 4.0 on (KAFKA-18188).
 KIP848_REMOVAL_SINCE = (4, 0)
@@ -193,6 +214,39 @@ class GroupClient:
             ),
             from_defaults=False,
         )
+
+    # -- KIP-848 group configuration --------------------------------------------------------------------------
+    def group_timings(self, group_id: str) -> GroupTimings:
+        """A KIP-848 group's session and heartbeat as its members get them (its own configs, else the broker's)."""
+        resource = ConfigResource(ResourceType.GROUP, group_id)
+        configs = self._admin_call(
+            Api.DESCRIBE_CONFIGS, f"configuration of group {group_id!r}",
+            lambda: self._admin.describe_configs([resource], request_timeout=self._timeout)[resource],
+        )  # fmt: skip
+
+        def ms(name: str, default: int) -> int:
+            entry = configs.get(name)
+            return int(entry.value) if entry is not None and entry.value is not None else default
+
+        session = configs.get(GROUP_SESSION_CONFIG)
+        override = None if session is None or session.value is None or session.is_default else int(session.value)
+        return GroupTimings(
+            session_ms=ms(GROUP_SESSION_CONFIG, 45000),
+            heartbeat_ms=ms(GROUP_HEARTBEAT_CONFIG, 5000),
+            session_override_ms=override,
+        )
+
+    def set_group_session(self, group_id: str, session_ms: int | None) -> None:
+        """Set the KIP-848 group's `consumer.session.timeout.ms` (None: remove the override, back to the broker's
+        default). Members' session timers take it at their next heartbeat."""
+        op = AlterConfigOpType.SET if session_ms is not None else AlterConfigOpType.DELETE
+        entry = ConfigEntry(GROUP_SESSION_CONFIG, None if session_ms is None else str(session_ms),
+                            incremental_operation=op)  # fmt: skip
+        resource = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=[entry])
+        self._admin_call(
+            Api.ALTER_CONFIGS, f"set {GROUP_SESSION_CONFIG} of group {group_id!r}",
+            lambda: self._admin.incremental_alter_configs([resource], request_timeout=self._timeout)[resource],
+        )  # fmt: skip
 
     # -- acting on members --------------------------------------------------------------------------------
     def remove_member(

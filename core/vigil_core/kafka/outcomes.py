@@ -64,6 +64,8 @@ class Api(StrEnum):
     OFFSET_FETCH = "OffsetFetch"
     LIST_OFFSETS = "ListOffsets"
     DESCRIBE_CONFIGS = "DescribeConfigs"
+    ALTER_CONFIGS = "IncrementalAlterConfigs"
+    """A KIP-848 group's own session timeout, raised for a coordinated restart and restored after it."""
     DESCRIBE_CLUSTER = "DescribeCluster"
     """The cluster id (the operator tells clusters apart by it)."""
 
@@ -135,6 +137,7 @@ _KAFKA_ERRORS: Final[Mapping[int, tuple[str, bool]]] = {
     30: ("GROUP_AUTHORIZATION_FAILED", False),
     31: ("CLUSTER_AUTHORIZATION_FAILED", False),
     35: ("UNSUPPORTED_VERSION", False),
+    40: ("INVALID_CONFIG", False),
     42: ("INVALID_REQUEST", False),
     69: ("GROUP_ID_NOT_FOUND", False),
     78: ("OFFSET_NOT_AVAILABLE", True),
@@ -159,6 +162,7 @@ _HEARTBEAT: Final = (Api.HEARTBEAT,)
 _OFFSETS: Final = (Api.OFFSET_FETCH,)
 _LIST: Final = (Api.LIST_OFFSETS,)
 _CONFIGS: Final = (Api.DESCRIBE_CONFIGS,)
+_ALTER: Final = (Api.ALTER_CONFIGS,)
 
 _R = Reaction
 _BACKOFF = "retrying after a backoff"
@@ -254,6 +258,20 @@ _ROWS: Final[tuple[tuple[tuple[Api, ...], str, Reaction, str], ...]] = (
         f"A new leader has not caught up its high watermark: {_BACKOFF}.",
     ),
     (_LIST, "TOPIC_AUTHORIZATION_FAILED", _R.REPORT, f"End offsets denied by a topic's ACLs; {_NO_ACTION}."),
+    # a KIP-848 group's session timeout, raised for a coordinated restart
+    (
+        _ALTER,
+        "GROUP_AUTHORIZATION_FAILED",
+        _R.REPORT,
+        "Changing the group's session timeout is denied (ALTER_CONFIGS on the group): the restart pauses.",
+    ),
+    (
+        _ALTER,
+        "INVALID_CONFIG",
+        _R.REPORT,
+        "The broker refused the session timeout (outside group.consumer.min/max.session.timeout.ms): the restart"
+        " pauses.",
+    ),
     # broker and group configs
     (
         _CONFIGS,

@@ -94,6 +94,9 @@ class RolloutStatus(_Status):
     subscribed_before: tuple[str, ...] | None = None
     """The topics the members subscribed to when the rollout began (classic groups): a static rejoin in a Stable
     group does not reassign, so a change is followed by one deliberate rebalance at the end."""
+    session_restore: str | None = None
+    """KIP-848 groups: the group's `consumer.session.timeout.ms` override to restore after the rollout (ms, or ""
+    for none: back to the broker's default); set while the rollout has it raised."""
     message: str = ""
 
 
