@@ -3,9 +3,10 @@
 `python -m vigil_dev.testing.consumerapp --group G --topic T [--control-port 8080]` joins G with vigil's app
 helper (`vigil_sidecar.client.Consumer`, which beacons to `$VIGIL_BEACON_ADDR` when the sidecar was injected),
 honours `KAFKA_CLIENT_ID` and `KAFKA_GROUP_INSTANCE_ID` as the webhook sets them (and `KAFKA_SESSION_TIMEOUT_MS`,
-`KAFKA_HEARTBEAT_INTERVAL_MS` when a test sets them; `STARTUP_DELAY_SECONDS` makes it join only that long after
-it started, like an app with a slow start), and reads the broker from
-`VIGIL_KAFKA_*` (the same connection variables the sidecar uses). Control, on `$VIGIL_POD_IP`:
+`KAFKA_HEARTBEAT_INTERVAL_MS`, `KAFKA_PARTITION_ASSIGNMENT_STRATEGY`, `KAFKA_GROUP_PROTOCOL` when a test sets
+them — `consumer` drops the settings KIP-848 keeps on the broker; `STARTUP_DELAY_SECONDS` makes it join only
+that long after it started, like an app with a slow start), and reads the broker from `VIGIL_KAFKA_*` (the same
+connection variables the sidecar uses). Control, on `$VIGIL_POD_IP`:
 
 - `POST /stall` stops calling poll() (librdkafka keeps heartbeating: stalled but alive), `POST /resume`;
 - `GET /healthz` → 200; `GET /whoami` → JSON {member_id, client_id, instance_id, assigned, consumed}.
@@ -22,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from vigil_core.kafka.security import KafkaConnection
-from vigil_dev.testing.clients import CONSUMER_DEFAULTS
+from vigil_dev.testing.clients import CONSUMER_DEFAULTS, KIP848_BROKER_SIDE
 from vigil_dev.testing.podapp import QuietHandler
 from vigil_sidecar.client import Consumer
 
@@ -37,6 +38,13 @@ class App:
                 conf[key] = int(os.environ[name])
         if os.environ.get("KAFKA_GROUP_INSTANCE_ID"):
             conf["group.instance.id"] = os.environ["KAFKA_GROUP_INSTANCE_ID"]
+        if os.environ.get("KAFKA_PARTITION_ASSIGNMENT_STRATEGY"):  # e.g. cooperative-sticky (the default: range)
+            conf["partition.assignment.strategy"] = os.environ["KAFKA_PARTITION_ASSIGNMENT_STRATEGY"]
+        if os.environ.get("KAFKA_GROUP_PROTOCOL"):  # `consumer`: KIP-848, its settings live on the broker
+            conf["group.protocol"] = os.environ["KAFKA_GROUP_PROTOCOL"]
+            if conf["group.protocol"] == "consumer":
+                for key in KIP848_BROKER_SIDE:  # librdkafka refuses them with group.protocol=consumer
+                    conf.pop(key, None)
         self.conf = conf
         self.topic = topic
         self.stalled = threading.Event()

@@ -96,7 +96,7 @@ def cond(status: dict[str, Any], kind: str) -> dict[str, Any]:
 def events_for(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
     """The Events about `name`, oldest first (the API lists them in no particular order)."""
     listed = kube.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}")
-    ordered = sorted(listed.items, key=lambda e: (e.first_timestamp or e.event_time or e.metadata.creation_timestamp))
+    ordered = sorted(listed.items, key=lambda e: e.first_timestamp or e.event_time or e.metadata.creation_timestamp)
     return [{"reason": e.reason, "type": e.type, "message": e.message} for e in ordered]
 
 
