@@ -47,6 +47,8 @@ class Runtime:
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _budgets: dict[str, tuple[int, str]] = field(default_factory=dict)
     _sightings: dict[str, dict[str, departures.Sighting]] = field(default_factory=dict)
+    _crash_removed: dict[str, dict[str, datetime]] = field(default_factory=dict)
+    """Per CR uid: instance id → when its crash-looping member was last removed."""
     """Per CR uid: when each member was first seen and the pod it belongs to (domain.departures)."""
     syncs: int = 0
     rollouts: Rollouts = field(default_factory=Rollouts)
@@ -128,10 +130,14 @@ class Runtime:
                 log.warning("departures of %s: %s", spec.group_id, exc)
                 return
         present = {m.member_id: m.instance_id for m in facts.view.members}
-        for gone in departures.departures(spec, sightings, present, pods, replicas=replicas):
+        crashed = self._crash_removed.setdefault(uid, {})
+        for gone in departures.departures(spec, sightings, present, pods, replicas=replicas, crash_removed=crashed,
+                                          now=now):  # fmt: skip
             outcome = await self.brokers.remove(connection, spec.group_id, gone.member_id, gone.instance_id,
                                                 gone.reason)  # fmt: skip
             log.info("%s: removing member %s (%s): %s", spec.group_id, gone.member_id, gone.reason, outcome.name)
+            if gone.cause == "crash-loop" and gone.instance_id is not None:
+                crashed[gone.instance_id] = now  # once per window, whatever the answer
             if outcome.reaction is Reaction.DONE:
                 self.departures_removed += 1
                 post(Notice("Normal", "MemberRemoved", f"removed member {gone.member_id} at once: {gone.reason}"))

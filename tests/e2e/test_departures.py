@@ -34,6 +34,12 @@ WITHIN = 5.0
 LEFT = r"\[Group {g}\] Member (\S+) has left group through explicit `LeaveGroup` request; client reason: (.*) \("
 
 
+def left_by_vigil(kafka: KafkaCluster, group: str) -> dict[str, str]:
+    """member id → client reason of every LeaveGroup the broker logged for `group` whose reason is vigil's."""
+    found = broker_lines(kafka, group, LEFT)
+    return {member: reason for _, (member, reason) in found if reason.startswith("vigil: ")}
+
+
 class Group(ConsumerSet):
     """A set of consumers with a 30 s session, and what the broker logged of vigil's removals."""
 
@@ -56,9 +62,7 @@ class Group(ConsumerSet):
                  what=f"{self.group}: a resync {seconds}s after the members were mapped, the same ones")  # fmt: skip
 
     def left_by_vigil(self) -> dict[str, str]:
-        """member id → client reason of every LeaveGroup the broker logged whose reason is vigil's."""
-        found = broker_lines(self.kafka, self.group, LEFT)
-        return {member: reason for _, (member, reason) in found if reason.startswith("vigil: ")}
+        return left_by_vigil(self.kafka, self.group)
 
 
 @pytest.fixture
@@ -140,3 +144,32 @@ def test_scaling_a_static_group_down_removes_the_departed_members_at_once(
     removed = wait_for(lambda: [e for e in events_for(kube, g.namespace, g.name) if e["reason"] == "MemberRemoved"],
                        lambda es: len(es) == 2, timeout=15, what="two MemberRemoved Events")  # fmt: skip
     assert all("scaled away" in e["message"] for e in removed)
+
+
+def test_a_crash_looping_static_member_is_removed_once_per_window(
+    kube: Kube, kafka: KafkaCluster, fakelet: Fakelet, operator: RunningOperator
+) -> None:
+    """The app of pod orders-1 exits 3 s after each assignment (no LeaveGroup: a crash); the fakelet restarts it
+    with the kubelet's growing back-off, showing CrashLoopBackOff after the second end. Static members keep their
+    partitions through a session timeout (30 s here): vigil removes the member once, not at every loop."""
+    s = ConsumerSet(kube, kafka, replicas=2, membership="static", session_ms=SESSION_MS, partitions=PARTITIONS,
+                    env={"CRASH_AFTER_SECONDS": "3", "CRASH_CLIENT_ID": "orders-1"})  # fmt: skip
+    try:
+
+        def loops() -> int:
+            pod = kube.pod(s.namespace, "orders-1") or {}
+            app = next((c for c in (pod.get("status") or {}).get("containerStatuses") or [] if c["name"] == "app"), {})
+            return int(app.get("restartCount") or 0)
+
+        what = f"{s.group}: vigil removing the crash-looping member of orders-1"
+        removed = wait_for(lambda: left_by_vigil(kafka, s.group), lambda found: len(found) >= 1, timeout=90,
+                           interval=0.5, what=what)  # fmt: skip
+        assert list(removed.values()) == ["vigil: the app of pod orders-1 is crash-looping (CrashLoopBackOff)"]
+        assert loops() >= 2  # not before its second end
+        at = loops()
+        wait_for(loops, lambda n: n >= at + 2, timeout=90, interval=1, what="two more crash loops of orders-1")
+        assert left_by_vigil(kafka, s.group) == removed  # at most once per window (10 minutes), whatever the loops
+        events = [e for e in events_for(kube, s.namespace, s.name) if e["reason"] == "MemberRemoved"]
+        assert len(events) == 1, events
+    finally:
+        s.close()

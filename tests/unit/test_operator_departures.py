@@ -266,3 +266,51 @@ def test_a_bad_finished_at_is_ignored_not_raised() -> None:
     assert (
         pod_facts(raw_pod(containerStatuses=[{"name": "app", "state": terminated("yesterday")}])).app_ended_at is None
     )
+
+
+# --- crash-looping static members ----------------------------------------------------------------------------------
+
+
+def looping(i: int, on: bool = True) -> PodFacts:
+    return PodFacts(f"orders-{i}", f"ns-orders-{i}", i, None, False, SEEN, crash_looping=on)
+
+
+@pytest.mark.parametrize(
+    ("pods", "removed", "expected"),
+    [
+        ([looping(0, on=False), looping(1, on=False)], {}, []),
+        ([looping(0), looping(1, on=False)], {}, [("orders-0-m", "crash-loop")]),
+        ([looping(0)], {"ns-orders-0": NOW - timedelta(minutes=9)}, []),  # once per window
+        ([looping(0)], {"ns-orders-0": NOW - dep.CRASH_LOOP_WINDOW}, [("orders-0-m", "crash-loop")]),
+        ([looping(0)], {"ns-orders-1": NOW}, [("orders-0-m", "crash-loop")]),  # another instance's window
+    ],
+)
+def test_a_crash_looping_static_member_is_removed_at_most_once_per_window(
+    pods: list[PodFacts], removed: dict[str, datetime], expected: list[tuple[str, str]]
+) -> None:
+    found = dep.departures(STATIC, static(0, 1), holders(["orders-0-m", "orders-1-m"]), pods, replicas=2,
+                           crash_removed=removed, now=NOW)  # fmt: skip
+    assert causes(found) == expected
+    for d in found:
+        assert d.reason == f"vigil: the app of pod {d.pod} is crash-looping (CrashLoopBackOff)"
+
+
+def test_a_dynamic_groups_crash_loop_is_not_this_rule() -> None:
+    found = dep.departures(DYNAMIC, dyn(0), dynamic_holders(["orders-0-m"]), [looping(0)], replicas=1, now=NOW)
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("state", "restarts", "expected"),
+    [
+        ({"waiting": {"reason": "CrashLoopBackOff"}}, 2, True),
+        ({"waiting": {"reason": "CrashLoopBackOff"}}, 1, False),  # one end: a restart, not yet a loop
+        ({"waiting": {"reason": "ContainerCreating"}}, 5, False),
+        ({"running": {}}, 5, False),
+    ],
+)
+def test_pod_facts_crash_looping(state: dict[str, Any], restarts: int, expected: bool) -> None:
+    raw = raw_pod(containerStatuses=[{"name": "app", "state": state, "restartCount": restarts},
+                                     {"name": "vigil-sidecar", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                                      "restartCount": 9}])  # fmt: skip
+    assert pod_facts(raw).crash_looping is expected

@@ -2,11 +2,16 @@
 
 `python -m vigil_dev.testing.consumerapp --group G --topic T [--control-port 8080]` joins G with vigil's app
 helper (`vigil_sidecar.client.Consumer`, which beacons to `$VIGIL_BEACON_ADDR` when the sidecar was injected),
-honours `KAFKA_CLIENT_ID` and `KAFKA_GROUP_INSTANCE_ID` as the webhook sets them (and `KAFKA_SESSION_TIMEOUT_MS`,
-`KAFKA_HEARTBEAT_INTERVAL_MS`, `KAFKA_PARTITION_ASSIGNMENT_STRATEGY`, `KAFKA_GROUP_PROTOCOL` when a test sets
-them — `consumer` drops the settings KIP-848 keeps on the broker; `STARTUP_DELAY_SECONDS` makes it join only
-that long after it started, like an app with a slow start), and reads the broker from `VIGIL_KAFKA_*` (the same
-connection variables the sidecar uses). Control, on `$VIGIL_POD_IP`:
+honours `KAFKA_CLIENT_ID` and `KAFKA_GROUP_INSTANCE_ID` as the webhook sets them, and reads the broker from
+`VIGIL_KAFKA_*` (the same connection variables the sidecar uses). Test hooks, by environment:
+
+- `KAFKA_SESSION_TIMEOUT_MS`, `KAFKA_HEARTBEAT_INTERVAL_MS`, `KAFKA_PARTITION_ASSIGNMENT_STRATEGY`,
+  `KAFKA_GROUP_PROTOCOL` (`consumer` drops the settings KIP-848 keeps on the broker);
+- `STARTUP_DELAY_SECONDS`: join only that long after starting, like an app with a slow start;
+- `CRASH_AFTER_SECONDS` with `CRASH_CLIENT_ID` = its client id: exit 3 that long after its first assignment (a
+  crash loop under restartPolicy Always).
+
+Control, on `$VIGIL_POD_IP`:
 
 - `POST /stall` stops calling poll() (librdkafka keeps heartbeating: stalled but alive), `POST /resume`;
 - `GET /healthz` → 200; `GET /whoami` → JSON {member_id, client_id, instance_id, assigned, consumed}.
@@ -18,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
@@ -58,8 +64,16 @@ class App:
             return
         consumer = Consumer(self.conf)
         consumer.subscribe(self.topic.split(","))
+        crash_after = float(os.environ.get("CRASH_AFTER_SECONDS") or 0)
+        crashes = crash_after > 0 and os.environ.get("CRASH_CLIENT_ID") == self.conf["client.id"]
+        assigned_at: float | None = None
         try:
             while not self.stopping.is_set():
+                if crashes and assigned_at is not None and time.monotonic() - assigned_at >= crash_after:
+                    print("consumerapp: crashing on purpose (CRASH_AFTER_SECONDS)", flush=True)
+                    os._exit(3)  # a crash: no close, no LeaveGroup
+                if assigned_at is None and consumer.assignment():
+                    assigned_at = time.monotonic()
                 if self.stalled.is_set():
                     self.stopping.wait(0.2)
                     continue

@@ -23,7 +23,9 @@ Only proof counts, never silence:
 - **pod-gone** (dynamic members): the member's pod no longer exists, or exists anew (created after the member
   was first seen);
 - **container-terminated** (dynamic members): the member's app container ended after the member was first seen,
-  and the member is still there (a graceful stop leaves by itself first; a killed process cannot).
+  and the member is still there (a graceful stop leaves by itself first; a killed process cannot);
+- **crash-loop** (static members): the app container of the pod holding the instance id is in CrashLoopBackOff
+  after its second end — removed at most once per `CRASH_LOOP_WINDOW`.
 
 Pure: (spec, sightings, members present now with their instance ids, pods now, replicas) → departures.
 """
@@ -37,10 +39,13 @@ from vigil_operator.domain.reconcile import PodFacts
 from vigil_operator.domain.spec import ConsumerGroupSpec, Membership, WorkloadKind
 from vigil_operator.domain.status import MemberStatus
 
-Cause = Literal["scale-down", "pod-gone", "container-terminated"]
+Cause = Literal["scale-down", "pod-gone", "container-terminated", "crash-loop"]
 """`vigil_core.events.MemberRemovedPayload.cause` values this module decides."""
 
 CLOCK_SKEW = timedelta(seconds=1)
+CRASH_LOOP_WINDOW = timedelta(minutes=10)
+"""A crash-looping static member is removed at most once this long (the kubelet's back-off grows to 5 minutes and
+is forgiven after 10 minutes of running)."""
 """How far a node's clock (container end, pod creation) may be ahead of the operator's: a member first seen less
 than this before an end is not taken for the one that ended."""
 
@@ -83,12 +88,17 @@ def departures(
     pods: Sequence[PodFacts],
     *,
     replicas: int | None,
+    crash_removed: Mapping[str, datetime] | None = None,
+    now: datetime | None = None,
 ) -> list[Departure]:
     """The members to remove now, in pod order. `present`: member id → instance id of the members in the group
-    now; `replicas`: the StatefulSet's desired count (None: unknown)."""
+    now; `replicas`: the StatefulSet's desired count (None: unknown); `crash_removed`: instance id → when a
+    crash-looping member of it was last removed (at most once per CRASH_LOOP_WINDOW)."""
     live = {p.name: p for p in pods}
     if _static_set(spec):
         found = _scaled_away(spec, sightings, present, live, replicas)
+        if now is not None:
+            found += _crash_looping(present, pods, crash_removed or {}, now, skip={d.member_id for d in found})
     else:
         found = [
             d
@@ -126,6 +136,27 @@ def _scaled_away(
             pod, ordinal = departed[instance_id]
             reason = f"vigil: pod {pod} scaled away (ordinal {ordinal}, replicas {replicas})"
             found.append(Departure(member_id, instance_id, pod, "scale-down", reason))
+    return found
+
+
+def _crash_looping(
+    present: Mapping[str, str | None], pods: Sequence[PodFacts], removed: Mapping[str, datetime], now: datetime,
+    skip: set[str],
+) -> list[Departure]:  # fmt: skip
+    """Static members whose pod's app is crash-looping (the kubelet backs off restarting it after a second end):
+    each keeps its partitions unconsumed while its app is down, and rejoins at once when it starts again — removed,
+    at most once per CRASH_LOOP_WINDOW, so the others consume meanwhile (a restart that lasts brings it back)."""
+    looping = {p.instance_id: p.name for p in pods if p.crash_looping and p.instance_id is not None}
+    found = []
+    for member_id, instance_id in present.items():
+        if instance_id is None or instance_id not in looping or member_id in skip:
+            continue
+        last = removed.get(instance_id)
+        if last is not None and now - last < CRASH_LOOP_WINDOW:
+            continue
+        pod = looping[instance_id]
+        reason = f"vigil: the app of pod {pod} is crash-looping (CrashLoopBackOff)"
+        found.append(Departure(member_id, instance_id, pod, "crash-loop", reason))
     return found
 
 

@@ -29,6 +29,7 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
         _time(meta.get("creationTimestamp")), str(meta.get("uid") or ""),
         str((meta.get("labels") or {}).get(REVISION_LABEL) or ""),
         any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
+        _crash_looping(pod),
     )  # fmt: skip
     known = {"VIGIL_POD_NAME": name, "VIGIL_NAMESPACE": namespace}
     spec = pod.get("spec") or {}
@@ -70,6 +71,17 @@ def _app_ended_at(pod: Mapping[str, Any]) -> datetime | None:
             if finished is not None:
                 ended.append(finished)
     return max(ended, default=None)
+
+
+def _crash_looping(pod: Mapping[str, Any]) -> bool:
+    """An app container (not the sidecar) waits in CrashLoopBackOff after at least its second end."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container.get("name") == SIDECAR_NAME:
+            continue
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") == "CrashLoopBackOff" and int(container.get("restartCount") or 0) >= 2:
+            return True
+    return False
 
 
 def _time(stamp: object) -> datetime | None:

@@ -58,6 +58,8 @@ class PodFacts:
     revision: str = ""
     """The `controller-revision-hash` label (StatefulSet pods): which template revision it runs."""
     ready: bool = False
+    crash_looping: bool = False
+    """An app container waits in CrashLoopBackOff after its second end (restartCount ≥ 2)."""
     sidecar_url: str | None = None
     """`http://<pod IP>:<health port>` of its injected sidecar (`/v1/status` names the member and its generation);
     None without a sidecar or an IP."""
