@@ -7,6 +7,7 @@ line that says why (fixtures never skip).
 """
 
 import os
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -21,7 +22,9 @@ _missing: list[str] = []
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """`local[2]`, two shuffle partitions, ANSI on (as in production), the Kafka source when available."""
+    """`local[2]`, two shuffle partitions, ANSI on (as in production), the Kafka source when available. Python
+    workers run this interpreter (Spark would start `python3` from PATH, which cannot import vigil_spark)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     jars = os.environ.get(session.JARS_ENV) or None
     if jars is None:
         try:

@@ -6,16 +6,22 @@ consumer-based reader (`spark.sql.streaming.kafka.useDeprecatedOffsetFetching=tr
 a session-wide SQL conf read when the scan is planned (at the action, not at `load()`), so it is set on the
 session and left on. Internal topics are read with `assign` over partitions listed from the broker's
 metadata: assign joins no group, so reading the offsets topic writes no group records of our own into it.
+
+Streams (`stream_topic`, the incremental ingest) use `assign` for every topic: with the consumer-based reader
+switched on for the session, `subscribe` would join a consumer group, and that group's records would land in the
+very `__consumer_offsets` the report reads.
 """
 
 import json
 from pathlib import Path
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from vigil_core.kafka.security import KafkaConnection, Mechanism
+from vigil_spark.session import SessionError
 
 DEPRECATED_OFFSET_FETCHING = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
@@ -70,14 +76,24 @@ def _read(path: Path) -> str:
 
 
 def partitions(conn: KafkaConnection, topic: str, timeout: float = 15.0) -> list[int]:
-    """The topic's partition ids from the broker's metadata (empty list: the topic does not exist)."""
-    client = AdminClient(conn.confluent_config() | {"log_level": 3})
+    """The topic's partition ids from the broker's metadata (empty list: the topic does not exist).
+
+    SourceError when the cluster cannot be reached in `timeout` seconds or refuses to describe the topic.
+    """
+    # log_level 0: librdkafka would print a line per failed connection attempt; the one error raised says it all
+    client = AdminClient(conn.confluent_config() | {"log_level": 0})
     try:
         meta = client.list_topics(topic=topic, timeout=timeout).topics.get(topic)
     except KafkaException as exc:
-        raise SourceError(f"{topic}: cannot list partitions from {conn.bootstrap_servers}: {exc}") from exc
-    if meta is None or meta.error is not None:
+        error = exc.args[0] if exc.args else None
+        why = error.str() if isinstance(error, KafkaError) else str(exc)
+        raise SourceError(
+            f"{topic}: cannot list partitions from {conn.bootstrap_servers} within {timeout:g}s: {why}"
+        ) from exc
+    if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
         return []
+    if meta.error is not None:  # e.g. TOPIC_AUTHORIZATION_FAILED: not the same as "no such topic"
+        raise SourceError(f"{topic}: {meta.error.name()}: {meta.error.str()}")
     return sorted(meta.partitions)
 
 
@@ -105,3 +121,42 @@ def read_topic(
     else:
         reader = reader.option("subscribe", topic)
     return reader.option("startingOffsets", starting_offsets).option("endingOffsets", ending_offsets).load()
+
+
+def stream_topic(
+    spark: SparkSession,
+    conn: KafkaConnection,
+    topic: str,
+    ids: list[int],
+    *,
+    group_id: str | None = None,
+    max_records_per_batch: int | None = None,
+) -> DataFrame:
+    """A streaming read of partitions `ids` of `topic`, from the earliest offsets on a query's first run.
+
+    Same columns and isolation as `read_topic`. `group_id` fixes the consumers' `group.id`: they join no group
+    and commit nothing (assign), but the consumer-based reader still looks the group up, so under an authorizer
+    it needs DESCRIBE on that group — a fixed id makes that one literal ACL instead of Spark's random
+    `spark-kafka-source-<uuid>-…` ids. `max_records_per_batch` caps a micro-batch (an `availableNow` trigger then
+    runs several until it has caught up). SessionError when the session lacks Spark's Kafka source.
+    """
+    if not ids:
+        raise SourceError(f"{topic}: no partitions to read")
+    spark.conf.set(DEPRECATED_OFFSET_FETCHING, "true")
+    reader = spark.readStream.format("kafka").options(**kafka_options(conn))
+    reader = reader.option("kafka.isolation.level", "read_committed").option("failOnDataLoss", "true")
+    reader = reader.option("assign", json.dumps({topic: ids})).option("startingOffsets", "earliest")
+    if group_id is not None:
+        reader = reader.option("kafka.group.id", group_id)
+    if max_records_per_batch is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_records_per_batch))
+    try:
+        return reader.load()
+    except PySparkException as exc:
+        text = str(exc).lower()
+        if "find data source: kafka" in text or ("data_source_not_found" in text and "kafka" in text):
+            raise SessionError(
+                "Spark's Kafka source is not on the classpath: set VIGIL_SPARK_JARS or --jars to the directory "
+                "`python -m vigil_dev.spark.install` fills"
+            ) from None
+        raise

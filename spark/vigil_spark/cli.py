@@ -1,0 +1,344 @@
+"""`vigil report`: ingest `__consumer_offsets` and vigil's events incrementally, then build the report.
+
+Stages, one progress line each on stderr: check the cluster (before any JVM starts, so a wrong address fails in
+seconds), start Spark, ingest each topic (only what is new since the last run), then the model and outputs
+(`vigil_spark.model.build`, when installed). Any failure is one line and a non-zero exit: 2 for bad flags or
+settings, 1 for everything else (unreachable broker, missing Kafka source jars, a failed query); `--verbose`
+adds the traceback.
+
+Also runs as `python -m vigil_spark` and under spark-submit (`spark-submit … vigil_spark/__main__.py --out DIR`):
+there the master and jars are spark-submit's unless `--master` / `--jars` are given.
+"""
+
+import argparse
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from vigil_core.errors import ConfigError
+from vigil_core.events import EVENTS_TOPIC_DEFAULT
+from vigil_core.kafka.security import KafkaConnection
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PROG: Final = "vigil report"
+OFFSETS_TOPIC: Final = "__consumer_offsets"
+MODEL_MODULE: Final = "vigil_spark.model"
+#: The default group id is this plus the cluster name: Spark caches its Kafka consumers by (group id, partition),
+#: so two clusters read in one JVM with one group id would collide on `__consumer_offsets-<n>`.
+GROUP_ID_PREFIX: Final = "vigil-report"
+#: Cluster names become part of paths and partition values: keep them plain.
+CLUSTER_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+#: Set in the Python driver that spark-submit starts (it then owns master and jars).
+SPARK_SUBMIT_ENV: Final = "PYSPARK_GATEWAY_PORT"
+#: The interpreter Spark starts for Python workers.
+PYTHON_ENV: Final = "PYSPARK_PYTHON"
+#: The arguments pyspark passes to spark-submit when it starts the driver JVM itself.
+SUBMIT_ARGS_ENV: Final = "PYSPARK_SUBMIT_ARGS"
+_QUIET_LOG4J: Final = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = stderr
+appender.console.type = Console
+appender.console.name = stderr
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+"""
+
+
+class UsageError(Exception):
+    """A flag or setting is wrong (exit 2)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="output directory: tables/ (ingested history), the model's tables and the report",
+    )
+    p.add_argument(
+        "--cluster",
+        default="default",
+        metavar="NAME",
+        help="name of the Kafka cluster in every row, and of its checkpoints (default: default)",
+    )
+    p.add_argument(
+        "--master", default=None, help="Spark master (default: local[*]; spark-submit's own when run by spark-submit)"
+    )
+    p.add_argument(
+        "--events-topic",
+        default=EVENTS_TOPIC_DEFAULT,
+        metavar="TOPIC",
+        help=f"vigil's events topic; skipped when it does not exist (default: {EVENTS_TOPIC_DEFAULT})",
+    )
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="streaming checkpoints: what was already ingested (default: <out>/checkpoints)",
+    )
+    p.add_argument(
+        "--jars",
+        default=None,
+        metavar="DIR",
+        help="Spark's Kafka source jars (default: $VIGIL_SPARK_JARS, else the `make setup` cache)",
+    )
+    p.add_argument(
+        "--group-id",
+        default=None,
+        metavar="ID",
+        help="group.id of Spark's Kafka consumers: no group is joined and nothing committed, but under an "
+        f"authorizer they need DESCRIBE on it (default: {GROUP_ID_PREFIX}-<cluster>)",
+    )
+    p.add_argument(
+        "--max-records-per-batch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="cap a micro-batch at N records (a big backlog is then ingested in several batches)",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="how long to wait for the cluster's metadata (default: 15)",
+    )
+    p.add_argument(
+        "--broker-logs",
+        nargs="+",
+        default=[],
+        metavar="GLOB",
+        help="broker log files (plain or .gz; e.g. '/logs/kafka-*/server.log*'): the causes of rebalances. Read"
+        " whole each run (they rotate): the table broker_log is replaced",
+    )
+    p.add_argument(
+        "--broker-log-pattern",
+        default=None,
+        metavar="REGEX",
+        help="the log line layout: a regex with named groups ts, level, message (default: Kafka's log4j layout)",
+    )
+    p.add_argument(
+        "--broker-log-timezone",
+        default="UTC",
+        metavar="ZONE",
+        help="the zone of the logs' timestamps when they carry none (default: UTC)",
+    )
+    p.add_argument("--ingest-only", action="store_true", help="stop after the ingest (no model, no report)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print the traceback of a failure")
+    return p
+
+
+_SECRET: Final = re.compile(r'(password=)("(?:[^"\\]|\\.)*"|\S+)', re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """`text` with every `password=...` value masked (Spark quotes the Kafka client's JAAS line in its errors)."""
+    return _SECRET.sub(r"\1***", text)
+
+
+def say(line: str) -> None:
+    """One progress or error line on stderr."""
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    if not CLUSTER_NAME.match(args.cluster):
+        raise UsageError(f"--cluster: expected letters, digits, '.', '_' or '-' (at most 100), got {args.cluster!r}")
+    if args.max_records_per_batch is not None and args.max_records_per_batch < 1:
+        raise UsageError(f"--max-records-per-batch: expected a positive number, got {args.max_records_per_batch}")
+    if args.connect_timeout <= 0:
+        raise UsageError(f"--connect-timeout: expected a positive number of seconds, got {args.connect_timeout}")
+
+
+def default_jars(env: Mapping[str, str]) -> str | None:
+    """`$VIGIL_SPARK_JARS`, else the directory `python -m vigil_dev.spark.install` fills if it has jars."""
+    from vigil_spark import session  # noqa: PLC0415 - keeps pyspark out of `--help`
+
+    if env.get(session.JARS_ENV):
+        return env[session.JARS_ENV]
+    try:
+        from vigil_dev.spark import install  # noqa: PLC0415 - only a development checkout has the cache
+
+        cached = install.jars_dir()
+    except Exception:  # noqa: BLE001 - no dev tooling (a production image): Spark's own classpath decides
+        return None
+    return str(cached) if any(cached.glob("*.jar")) else None
+
+
+def _quiet_jvm_args() -> str:
+    """spark-submit arguments for the driver JVM pyspark starts: log4j at ERROR while it starts (Spark's default
+    profile prints its banner and a few WARN lines on every start, noise for a CronJob's log)."""
+    config = Path(tempfile.gettempdir()) / f"vigil-report-log4j2-{os.getuid()}.properties"
+    try:
+        config.write_text(_QUIET_LOG4J)
+    except OSError:
+        return "pyspark-shell"  # pyspark's default: Spark's own logging, nothing lost but quiet
+    return f'--driver-java-options "-Dlog4j2.configurationFile=file:{config}" pyspark-shell'
+
+
+def _master(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    if args.master:
+        return str(args.master)
+    if env.get(SPARK_SUBMIT_ENV):
+        from pyspark import SparkConf  # noqa: PLC0415
+
+        return str(SparkConf().get("spark.master", "local[*]"))
+    return "local[*]"
+
+
+def _start_spark(args: argparse.Namespace, env: Mapping[str, str]) -> tuple["SparkSession", bool]:
+    """The session and whether this run started it (a caller's session is reused and left running)."""
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - keeps pyspark out of `--help`
+
+    from vigil_spark import session  # noqa: PLC0415
+
+    under_submit = bool(env.get(SPARK_SUBMIT_ENV))
+    jars = args.jars if args.jars is not None else (None if under_submit else default_jars(env))
+    master = _master(args, env)
+    if master.startswith("local") and not env.get(PYTHON_ENV):
+        # local Python workers must import vigil_spark (the decoders run in them): use this interpreter, not
+        # whatever `python3` is first on PATH
+        os.environ[PYTHON_ENV] = sys.executable
+    started = time.monotonic()
+    existing = SparkSession.getActiveSession()
+    if existing is None and not under_submit and not args.verbose and not env.get(SUBMIT_ARGS_ENV):
+        os.environ[SUBMIT_ARGS_ENV] = _quiet_jvm_args()
+    spark = session.build(master, jars_dir=jars)
+    if existing is None and not args.verbose:
+        spark.sparkContext.setLogLevel("OFF")  # failures are reported as one line; --verbose shows Spark's log
+    say(f"spark {spark.version} on {master} started in {time.monotonic() - started:.1f}s")
+    return spark, existing is None
+
+
+def _broker_logs(spark: "SparkSession", args: argparse.Namespace, tables_dir: Path) -> None:
+    """The broker logs the globs match, parsed into tables_dir/broker_log (replaced: the files are the history)."""
+    from vigil_spark.parse import broker_log  # noqa: PLC0415 - keeps pyspark out of `--help`
+    from vigil_spark.sources import broker_logs  # noqa: PLC0415
+
+    started = time.monotonic()
+    fmt = broker_log.LogFormat(timezone=args.broker_log_timezone)
+    if args.broker_log_pattern:
+        fmt = broker_log.LogFormat(line_pattern=args.broker_log_pattern, timezone=args.broker_log_timezone)
+    try:
+        broker_log.check_format(fmt)
+    except ValueError as exc:
+        raise UsageError(f"--broker-log-{str(exc).replace('line_pattern', 'pattern')}") from None
+    files = broker_logs.expand(args.broker_logs)
+    frame = broker_logs.read(spark, args.broker_logs, cluster=args.cluster, fmt=fmt).cache()
+    frame.write.mode("overwrite").parquet(str(tables_dir / "broker_log"))
+    events, unparsed = frame.count(), broker_logs.unparsed_count(frame)
+    frame.unpersist()
+    say(f"broker logs: {len(files)} file(s), {events} coordinator lines ({unparsed} not understood) in"
+        f" {time.monotonic() - started:.1f}s")  # fmt: skip
+
+
+def _model(spark: "SparkSession", args: argparse.Namespace, tables_dir: Path) -> None:
+    if args.ingest_only:
+        say("model: skipped (--ingest-only)")
+    elif importlib.util.find_spec(MODEL_MODULE) is None:
+        say(f"model: skipped ({MODEL_MODULE} is not installed yet)")
+    else:
+        started = time.monotonic()
+        model = importlib.import_module(MODEL_MODULE)
+        model.build(spark, tables_dir, args.out)
+        say(f"model: done in {time.monotonic() - started:.1f}s ({args.out})")
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> None:
+    """The stages; raises on failure (main turns that into one line and an exit code)."""
+    from vigil_spark import tables  # noqa: PLC0415 - keeps pyspark out of `--help`
+    from vigil_spark.ingest import stream  # noqa: PLC0415
+    from vigil_spark.sources import kafka  # noqa: PLC0415
+
+    check_args(args)
+    try:
+        conn = KafkaConnection.from_env(env)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    out: Path = args.out
+    tables_dir = out / "tables"
+    checkpoints: Path = args.checkpoint or out / "checkpoints"
+
+    started = time.monotonic()
+    offsets_partitions = kafka.partitions(conn, OFFSETS_TOPIC, timeout=args.connect_timeout)
+    events_partitions = kafka.partitions(conn, args.events_topic, timeout=args.connect_timeout)
+    found = {t: f"{len(p)} partitions" if p else "not found" for t, p in
+             ((OFFSETS_TOPIC, offsets_partitions), (args.events_topic, events_partitions))}  # fmt: skip
+    topics = ", ".join(f"{t} {state}" for t, state in found.items())
+    say(f"cluster {args.cluster} at {conn.bootstrap_servers}: {topics} ({time.monotonic() - started:.1f}s)")
+
+    spark, owned = _start_spark(args, env)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if offsets_partitions:
+            stage = stream.ingest_offsets(
+                spark, conn, partitions=offsets_partitions, tables_dir=tables_dir, checkpoints=checkpoints,
+                cluster=args.cluster, group_id=group_id(args), max_records_per_batch=args.max_records_per_batch,
+            )  # fmt: skip
+        else:
+            stage = stream.Stage(OFFSETS_TOPIC, skipped="topic not found: no group has committed on this cluster yet")
+        say(stream.describe(stage))
+        stage = stream.ingest_events(
+            spark, conn, topic=args.events_topic, partitions=events_partitions, tables_dir=tables_dir,
+            checkpoints=checkpoints, cluster=args.cluster, group_id=group_id(args),
+            max_records_per_batch=args.max_records_per_batch,
+        )  # fmt: skip
+        say(stream.describe(stage))
+        if args.broker_logs:
+            _broker_logs(spark, args, tables_dir)
+        totals = {name: tables.read(spark, tables_dir, name).count() for name in tables.SCHEMAS}
+        say("tables: " + ", ".join(f"{name} {count}" for name, count in totals.items()) + f" rows in {tables_dir}")
+        _model(spark, args, tables_dir)
+    finally:
+        if owned:  # stop only a session this run started (tests and notebooks keep theirs)
+            spark.stop()
+
+
+def group_id(args: argparse.Namespace) -> str:
+    """`--group-id`, else `vigil-report-<cluster>`."""
+    return str(args.group_id) if args.group_id else f"{GROUP_ID_PREFIX}-{args.cluster}"
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for any failure: the exception's first non-empty line (Spark's are long), secrets masked, capped."""
+    text = getattr(exc, "desc", None) or str(exc) or type(exc).__name__
+    first = next((line.strip() for line in str(text).splitlines() if line.strip()), type(exc).__name__)
+    first = redact(first)
+    return first if len(first) <= 400 else first[:397] + "..."
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    environ = os.environ if env is None else env
+    try:
+        run(args, environ)
+    except UsageError as exc:
+        say(str(exc))
+        return 2
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the contract is one line per failure, whatever failed
+        if args.verbose:
+            traceback.print_exc()
+        say(describe_error(exc))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""Classic groups' rebalances: generations from GroupMetadata records and the broker's lines (pure).
+
+See `vigil_spark.model.rebalances` for what each column means and where it comes from.
+"""
+
+from typing import Final
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
+
+from vigil_spark.model import common, generations
+
+_OWNED: Final = ArrayType(
+    StructType(
+        [
+            StructField("member_id", StringType()),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+        ]
+    )
+)
+_ASSIGNED: Final = "array<struct<topic:string,partition:int>>"
+
+
+def _owned_by(members: Column) -> Column:
+    """(member_id, topic, partition) of every partition the members of a GroupMetadata record own."""
+    per_member = F.transform(
+        members,
+        lambda m: F.transform(
+            F.coalesce(m["assigned"], F.array().cast(_ASSIGNED)),
+            lambda a: F.struct(
+                m["member_id"].alias("member_id"), a["topic"].alias("topic"), a["partition"].alias("partition")
+            ),
+        ),
+    )
+    return F.coalesce(F.flatten(per_member), F.array().cast(_OWNED))
+
+
+def classic_generations(group_metadata: DataFrame, broker_log: DataFrame) -> DataFrame:
+    """Every classic generation any source shows, per incarnation of the group, with its times and members."""
+    null = F.lit(None)
+    gm = group_metadata.filter(F.col("tombstone") | F.col("generation").isNotNull()).select(
+        "cluster",
+        "group",
+        F.when(~F.col("tombstone"), F.col("generation")).alias("generation"),
+        F.when(F.col("tombstone"), F.col("log_ts")).otherwise(F.coalesce("state_ts", "log_ts")).alias("ts"),
+        F.col("tombstone").alias("tomb"),
+        F.lit("gm").alias("src"),
+        F.col("log_offset"),
+        F.struct(
+            F.coalesce("state_ts", "log_ts").alias("gm_ts"),
+            F.when(F.col("members").isNull(), 0).otherwise(F.size("members")).alias("gm_members"),
+            F.col("protocol").alias("gm_protocol"),
+            F.col("protocol_type").alias("gm_protocol_type"),
+            _owned_by(F.col("members")).alias("owned"),
+        ).alias("gm"),
+        null.cast("int").alias("log_members"),
+    )
+    log = broker_log.filter(F.col("event").isin("stabilized", "empty") & F.col("generation").isNotNull()).select(
+        "cluster",
+        "group",
+        "generation",
+        "ts",
+        F.lit(False).alias("tomb"),
+        F.lit("log").alias("src"),
+        null.cast("long").alias("log_offset"),
+        null.cast(gm.schema["gm"].dataType).alias("gm"),
+        F.col("members").alias("log_members"),
+    )
+    observed = generations.incarnations(gm.unionByName(log))
+    is_log = F.col("src") == F.lit("log")
+    return (
+        observed.groupBy("cluster", "group", "incarnation", "generation")
+        .agg(
+            F.min_by("gm", F.when(~is_log, F.col("log_offset"))).alias("gm"),
+            F.min(F.when(is_log, F.col("ts"))).alias("log_ts"),
+            F.min_by("log_members", F.when(is_log, F.col("ts"))).alias("log_members"),
+        )
+        .select("cluster", "group", "incarnation", "generation", "gm.*", "log_ts", "log_members")
+    )
+
+
+def _rebalance_protocol(protocol: Column) -> Column:
+    return (
+        F.when(protocol.isNull(), F.lit("unknown"))
+        .when(protocol.rlike("(?i)cooperative"), F.lit("cooperative"))
+        .otherwise(F.lit("eager"))
+    )
+
+
+def classic_rebalances(group_metadata: DataFrame, broker_log: DataFrame) -> DataFrame:
+    """The classic groups' rebalances (no vigil attribution yet)."""
+    observed = classic_generations(group_metadata, broker_log).withColumn("stab_ts", F.coalesce("log_ts", "gm_ts"))
+    seq = generations.sequence(observed)
+    by_gen = Window.partitionBy("cluster", "group", "incarnation").orderBy("generation")
+    known_protocol = F.last("gm_protocol", ignorenulls=True).over(by_gen.rowsBetween(Window.unboundedPreceding, 0))
+    adjacent = F.col("prev_generation") == F.col("generation") - 1
+    seq = (
+        seq.withColumn("protocol", known_protocol)
+        .withColumn("rebalance_protocol", _rebalance_protocol(F.col("protocol")))
+        .withColumn("members_after", F.coalesce("gm_members", "log_members"))
+        .withColumn("prev_stab_ts", F.lag("stab_ts").over(by_gen))
+        .withColumn(
+            "members_before",
+            F.when(adjacent, F.lag("members_after").over(by_gen)).when(
+                F.col("prev_generation").isNull() & (F.col("generation") == 1), F.lit(0)
+            ),
+        )
+        .withColumn("prev_owned", F.when(adjacent, F.lag("owned").over(by_gen)))
+        .withColumn("prev_adjacent_ts", F.when(adjacent, F.col("prev_stab_ts")))
+    )
+    gaps = generations.gap_rows(seq, "classic", F.col("prev_stab_ts"), F.col("stab_ts"))
+
+    rows = seq.filter(F.col("generation") >= 1)
+    rows = _with_prepare(rows, broker_log)
+    rows = _with_leave_reason(rows, broker_log)
+    detail = common.reason_detail(F.col("prep_reason"))
+    client = F.coalesce(common.client_reason(F.col("prep_reason")), F.col("left_reason"))
+    rows = (
+        rows.withColumn("client_reason", client)
+        .withColumn("cause_detail", F.when(F.col("prep_ts").isNotNull(), detail).otherwise(F.lit("no-log")))
+        .withColumn(
+            "cause",
+            F.when(F.col("prep_ts").isNotNull(), common.detail_cause(detail, F.col("client_reason"))).otherwise(
+                F.lit("unknown")
+            ),
+        )
+    )
+    duration = common.seconds_between(F.col("stab_ts"), F.col("prep_ts"))
+    eager = F.col("rebalance_protocol") == F.lit("eager")
+    coop = F.col("rebalance_protocol") == F.lit("cooperative")
+    unavailable = (
+        F.when(F.col("prev_owned").isNull() | F.col("owned").isNull(), F.lit(None).cast("int"))
+        .when(eager, F.size("prev_owned"))
+        .when(coop, F.size(F.array_except("prev_owned", "owned")))
+    )
+    basis = common.notes(
+        F.when(F.col("log_ts").isNotNull(), F.lit("stabilized: broker log")).otherwise(
+            F.lit("stabilized: GroupMetadata record (no Stabilized line)")
+        ),
+        F.when(F.col("prep_ts").isNotNull(), F.lit("started and cause: broker log")).otherwise(
+            F.lit("started, duration and cause unknown: no 'Preparing to rebalance' line")
+        ),
+        F.when(F.col("members_before").isNull(), F.lit("members_before unknown: previous generation not seen")),
+        F.when(
+            unavailable.isNull(),
+            F.lit("partitions unknown: assignments of both generations are needed (GroupMetadata)"),
+        )
+        .when(eager, F.lit("unavailable: eager, all partitions owned before, for the whole rebalance"))
+        .when(coop, F.lit("unavailable: cooperative, partitions whose owner changed, for the rebalance")),
+    )
+    observed_rows = rows.select(
+        "cluster",
+        "group",
+        F.lit("classic").alias("group_type"),
+        "generation",
+        F.lit(1).alias("rebalances"),
+        F.lit(False).alias("gap"),
+        F.col("prep_ts").alias("started"),
+        F.col("stab_ts").alias("stabilized"),
+        duration.alias("duration_s"),
+        "cause",
+        "cause_detail",
+        "client_reason",
+        F.col("members_before").cast("int").alias("members_before"),
+        F.col("members_after").cast("int").alias("members_after"),
+        "protocol",
+        "rebalance_protocol",
+        unavailable.cast("int").alias("partitions_unavailable"),
+        (unavailable * duration).alias("unavailable_partition_s"),
+        basis.alias("basis"),
+    )
+    return observed_rows.unionByName(gaps)
+
+
+def _with_prepare(rows: DataFrame, broker_log: DataFrame) -> DataFrame:
+    """The first `Preparing to rebalance … old generation g-1` line inside the rebalance's window."""
+    prep = broker_log.filter(F.col("event") == "rebalance-prepared").select(
+        F.col("cluster").alias("p_cluster"),
+        F.col("group").alias("p_group"),
+        F.col("generation").alias("p_old"),
+        F.col("ts").alias("p_ts"),
+        F.col("reason").alias("p_reason"),
+    )
+    cond = (
+        (F.col("p_cluster") == F.col("cluster"))
+        & (F.col("p_group") == F.col("group"))
+        & (F.col("p_old") == F.col("generation") - 1)
+        & (F.col("stab_ts").isNull() | (F.col("p_ts") <= F.col("stab_ts")))
+        & (F.col("prev_adjacent_ts").isNull() | (F.col("p_ts") >= F.col("prev_adjacent_ts")))
+    )
+    joined = rows.join(prep, cond, "left")
+    first = Window.partitionBy(*generations.KEY).orderBy(F.col("p_ts").asc_nulls_last())
+    return (
+        joined.withColumn("_n", F.row_number().over(first))
+        .filter(F.col("_n") == 1)
+        .withColumnRenamed("p_ts", "prep_ts")
+        .withColumnRenamed("p_reason", "prep_reason")
+        .drop("_n", "p_cluster", "p_group", "p_old")
+    )
+
+
+def _with_leave_reason(rows: DataFrame, broker_log: DataFrame, window_s: int = 10) -> DataFrame:
+    """4.x logs the client's LeaveGroup reason on its own line just before the rebalance: join it back."""
+    left = broker_log.filter(F.col("event").isin("member-left", "pending-member-left")).select(
+        F.col("cluster").alias("l_cluster"),
+        F.col("group").alias("l_group"),
+        F.col("ts").alias("l_ts"),
+        F.col("member_id").alias("l_member"),
+        F.col("reason").alias("l_reason"),
+    )
+    cond = (
+        (F.col("l_cluster") == F.col("cluster"))
+        & (F.col("l_group") == F.col("group"))
+        & F.col("prep_reason").startswith("explicit `LeaveGroup` request")
+        & (F.col("l_ts") <= F.col("prep_ts"))
+        & (F.col("l_ts") >= F.col("prep_ts") - F.expr(f"INTERVAL {window_s} SECONDS"))
+        & (F.instr(F.col("prep_reason"), F.col("l_member")) > 0)
+    )
+    latest = Window.partitionBy(*generations.KEY).orderBy(F.col("l_ts").desc_nulls_last())
+    return (
+        rows.join(left, cond, "left")
+        .withColumn("_n", F.row_number().over(latest))
+        .filter(F.col("_n") == 1)
+        .withColumnRenamed("l_reason", "left_reason")
+        .drop("_n", "l_cluster", "l_group", "l_ts", "l_member")
+    )

@@ -1,0 +1,177 @@
+"""`members`: one row per member id of every group, with its identity's churn and a flapping flag.
+
+A member id is one join: classic and KIP-848 coordinators hand out a new id whenever a consumer (re)joins
+without one (a restart, an eviction, a static replacement). So churn is counted per IDENTITY — the static
+instance id, else the client id (GroupMetadata), else the member id without its trailing UUID (librdkafka and
+Java build ids as `<client.id>-<uuid>`, static ones `<instance.id>-<uuid>`). Sources: members of GroupMetadata
+records (classic), member records (type 5, KIP-848), and the broker log's join/leave lines.
+
+- `joins` (of the identity): distinct member ids seen; `leaves`: leave/expiry/fence/replacement events;
+  `churn` = joins + leaves; `flapping`: at least `flap_joins` joins of the identity within `flap_window_s`.
+- `leave_cause`: how this member id went, in the rebalance vocabulary (null if it did not or no source says).
+"""
+
+from typing import Final
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+
+from vigil_spark.model import common
+
+#: Broker log events that start a member id's life, and those that end it.
+JOIN_EVENTS: Final = (
+    "member-joining",
+    "member-joined",
+    "static-member-joined",
+    "consumer-member-joined",
+    "consumer-member-replaced",
+)
+LEAVE_EVENTS: Final = (
+    "member-left",
+    "pending-member-left",
+    "member-failed",
+    "pending-member-expired",
+    "static-member-replaced",
+    "consumer-member-left",
+    "consumer-member-fenced",
+)
+_UUID_TAIL: Final = r"-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+
+COLUMNS: Final = (
+    "cluster",
+    "group",
+    "member_id",
+    "instance_id",
+    "client_id",
+    "client_host",
+    "identity",
+    "first_seen",
+    "last_seen",
+    "generations",
+    "left",
+    "leave_cause",
+    "joins",
+    "leaves",
+    "churn",
+    "flapping",
+    "basis",
+)
+
+
+def _leave_cause(event: Column, reason: Column) -> Column:
+    return (
+        F.when(event.isin("member-failed", "pending-member-expired"), F.lit("heartbeat-expiry"))
+        .when(event.isin("member-left", "pending-member-left"), common.left_cause(reason))
+        .when(event == F.lit("static-member-replaced"), F.lit("static-replacement"))
+        .when(event.startswith("consumer-member-"), common.event_cause(event, reason))
+    )
+
+
+def _appearances(group_metadata: DataFrame, consumer_group_records: DataFrame, broker_log: DataFrame) -> DataFrame:
+    s = F.lit(None).cast("string")
+    gm = (
+        group_metadata.filter(~F.col("tombstone") & F.col("members").isNotNull())
+        .select("cluster", "group", "generation", F.coalesce("state_ts", "log_ts").alias("ts"), F.explode("members"))
+        .select(
+            "cluster",
+            "group",
+            F.col("col.member_id").alias("member_id"),
+            F.col("col.instance_id").alias("instance_id"),
+            F.col("col.client_id").alias("client_id"),
+            F.col("col.client_host").alias("client_host"),
+            "ts",
+            "generation",
+            F.lit("gm").alias("kind"),
+            s.alias("leave_cause"),
+        )
+    )
+    rec = consumer_group_records.filter((F.col("record_type") == 5) & F.col("member_id").isNotNull()).select(
+        "cluster",
+        "group",
+        "member_id",
+        F.get_json_object("record_json", "$.instance_id").alias("instance_id"),
+        F.get_json_object("record_json", "$.client_id").alias("client_id"),
+        F.get_json_object("record_json", "$.client_host").alias("client_host"),
+        F.col("log_ts").alias("ts"),
+        F.lit(None).cast("int").alias("generation"),
+        F.when(F.col("tombstone"), F.lit("leave")).otherwise(F.lit("record")).alias("kind"),
+        s.alias("leave_cause"),
+    )
+    log = broker_log.filter(
+        F.col("event").isin(*JOIN_EVENTS, *LEAVE_EVENTS) & F.col("member_id").isNotNull() & F.col("group").isNotNull()
+    ).select(
+        "cluster",
+        "group",
+        "member_id",
+        "instance_id",
+        s.alias("client_id"),
+        s.alias("client_host"),
+        "ts",
+        F.lit(None).cast("int").alias("generation"),
+        F.when(F.col("event").isin(*LEAVE_EVENTS), F.lit("leave")).otherwise(F.lit("join")).alias("kind"),
+        _leave_cause(F.col("event"), F.col("reason")).alias("leave_cause"),
+    )
+    return gm.unionByName(rec).unionByName(log)
+
+
+def members(
+    group_metadata: DataFrame,
+    consumer_group_records: DataFrame,
+    broker_log: DataFrame,
+    *,
+    flap_joins: int = 3,
+    flap_window_s: int = 3600,
+) -> DataFrame:
+    """One row per (cluster, group, member id); identity-level joins, leaves, churn and flapping on each row."""
+    seen = _appearances(group_metadata, consumer_group_records, broker_log)
+    per_member = seen.groupBy("cluster", "group", "member_id").agg(
+        F.max("instance_id").alias("instance_id"),
+        F.max("client_id").alias("client_id"),
+        F.max("client_host").alias("client_host"),
+        F.min("ts").alias("first_seen"),
+        F.max("ts").alias("last_seen"),
+        F.count_distinct("generation").alias("generations"),
+        F.max(F.col("kind") == F.lit("leave")).alias("left"),
+        F.max_by("leave_cause", F.when(F.col("kind") == F.lit("leave"), F.col("ts"))).alias("leave_cause"),
+        F.sum(F.when(F.col("kind") == F.lit("leave"), 1).otherwise(0)).alias("leave_events"),
+        F.max(F.col("kind") == F.lit("gm")).alias("in_gm"),
+        F.max(F.col("kind") == F.lit("join")).alias("in_log"),
+    )
+    identity = F.coalesce(
+        F.col("instance_id"), F.col("client_id"), F.regexp_replace(F.col("member_id"), _UUID_TAIL, "")
+    )
+    per_member = per_member.withColumn("identity", identity)
+    ident = Window.partitionBy("cluster", "group", "identity")
+    by_time = ident.orderBy(F.unix_seconds("first_seen")).rangeBetween(-flap_window_s, 0)
+    per_member = (
+        per_member.withColumn("joins", F.count("member_id").over(ident))
+        .withColumn("leaves", F.sum("leave_events").over(ident))
+        .withColumn("_recent", F.count("member_id").over(by_time))
+        .withColumn("flapping", F.max("_recent").over(ident) >= F.lit(flap_joins))
+        .withColumn("churn", F.col("joins") + F.col("leaves"))
+    )
+    basis = common.notes(
+        F.when(F.col("in_gm"), F.lit("members of GroupMetadata records")),
+        F.when(F.col("in_log"), F.lit("broker log join/leave lines")),
+        F.when(~F.col("in_gm") & ~F.col("in_log"), F.lit("KIP-848 member records or log leave lines only")),
+        F.when(F.col("instance_id").isNull() & F.col("client_id").isNull(), F.lit("identity: member id prefix")),
+    )
+    return per_member.select(
+        "cluster",
+        "group",
+        "member_id",
+        "instance_id",
+        "client_id",
+        "client_host",
+        "identity",
+        "first_seen",
+        "last_seen",
+        F.col("generations").cast("int").alias("generations"),
+        F.coalesce(F.col("left"), F.lit(False)).alias("left"),
+        "leave_cause",
+        F.col("joins").cast("int").alias("joins"),
+        F.col("leaves").cast("int").alias("leaves"),
+        F.col("churn").cast("int").alias("churn"),
+        "flapping",
+        basis.alias("basis"),
+    )

@@ -1,0 +1,62 @@
+"""`vigil report` whole (ingest, broker logs, model) on a real group's history: the rebalances table has the
+generations the broker logged, each with the cause the test caused. Ground truth from the broker's own log and
+from what the test did, never from vigil."""
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing import broker_log, clients
+from vigil_dev.testing.waiting import wait_for
+from vigil_spark import cli
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytest_plugins = ["vigil_dev.testing.spark_fixtures"]
+
+
+def test_the_report_explains_each_rebalance_of_a_real_group(
+    spark_kafka: SparkSession, kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("report"), partitions=4)
+    group = clients.unique("g-report")
+
+    def stable(n: int) -> int:
+        wait_for(lambda: clients.stable_members(conn, group), lambda m: m == n, timeout=60,
+                 what=f"{group}: {n} members Stable")  # fmt: skip
+        return max(broker_log.generations(kafka, group))
+
+    first = clients.Member(conn, group, [topic], "report-a").start()
+    joined_1 = stable(1)
+    second = clients.Member(conn, group, [topic], "report-b").start()
+    joined_2 = stable(2)
+    second.close()  # a LeaveGroup
+    left = stable(1)
+    try:
+        logs = [str(kafka.server_log(node.node_id)) for node in kafka.nodes]
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = cli.main(["--out", str(tmp_path / "out"), "--cluster", "itest-report", "--master", "local[2]",
+                             "--broker-logs", *logs], conn.to_env())  # fmt: skip
+        lines = err.getvalue().splitlines()
+        assert code == 0, lines
+        assert any(line.startswith("vigil report: broker logs: ") for line in lines), lines
+        assert any(line.startswith("vigil report: model: done") for line in lines), lines
+
+        model = tmp_path / "out" / "model" / "rebalances" / "parquet"
+        rows = [r for r in spark_kafka.read.parquet(str(model)).collect() if r["group"] == group and not r["gap"]]
+        by_generation = {r["generation"]: r for r in rows}
+        assert sorted(by_generation) == broker_log.generations(kafka, group)
+        assert by_generation[joined_1]["cause"] == "joined"
+        assert by_generation[joined_2]["cause"] == "joined"
+        assert by_generation[left]["cause"] == "left"
+        assert (by_generation[left]["members_before"], by_generation[left]["members_after"]) == (2, 1)
+        assert by_generation[left]["duration_s"] is not None
+        assert by_generation[left]["duration_s"] >= 0
+        assert (tmp_path / "out" / "model" / "daily" / "json").is_dir()
+    finally:
+        first.close()

@@ -1,0 +1,359 @@
+"""The `rebalances` model on small hand-built tables: counts from generation differences (gaps reported),
+times and causes from the broker log, vigil's evictions, partition unavailability, KIP-848 epochs, empty inputs.
+
+Every expectation is derived in the test from the rows it builds (the generations it lists, the reasons it
+writes — classified by the pure parser's own `reason_cause`), not typed in as magic numbers.
+"""
+
+import datetime as dt
+import importlib.util
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, Row, SparkSession
+
+from vigil_spark import tables
+from vigil_spark.model import common, rebalances
+from vigil_spark.parse import broker_log as bl
+from vigil_spark.sources import broker_logs
+
+pytest_plugins = ["vigil_dev.testing.spark_fixtures"]
+pytestmark = pytest.mark.spark
+
+T0 = dt.datetime(2026, 11, 21, 10, 0, 0)  # naive UTC: the session and this machine run in UTC
+CLUSTER = "c1"
+
+
+def at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def member(member_id: str, assigned: Sequence[tuple[str, int]] = (), instance_id: str | None = None) -> Row:
+    return Row(
+        member_id=member_id,
+        instance_id=instance_id,
+        client_id=member_id.rsplit("-", 1)[0],
+        client_host="/127.0.0.1",
+        session_timeout_ms=6000,
+        rebalance_timeout_ms=300000,
+        subscribed_topics=["t"],
+        assigned=[Row(topic=t, partition=p) for t, p in assigned],
+    )
+
+
+def gm(group: str, generation: int, seconds: float, members: Sequence[Row] = (), protocol: str = "range") -> Row:
+    return Row(
+        cluster=CLUSTER,
+        group=group,
+        log_partition=0,
+        log_offset=int(seconds * 1000) + generation,
+        log_ts=at(seconds + 0.05),
+        tombstone=False,
+        protocol_type="consumer",
+        generation=generation,
+        protocol=protocol,
+        leader=members[0]["member_id"] if members else None,
+        state_ts=at(seconds),
+        members=list(members),
+    )
+
+
+def log(event: str, group: str, seconds: float, **fields: Any) -> Row:
+    values: dict[str, Any] = {
+        "cluster": CLUSTER,
+        "node": "1",
+        "ts": at(seconds),
+        "group": group,
+        "event": event,
+        "generation": None,
+        "members": None,
+        "member_id": None,
+        "instance_id": None,
+        "reason": None,
+        "line": "",
+        "file": "server.log",
+    }
+    values.update(fields)
+    return Row(**values)
+
+
+def event(kind: str, group: str, seconds: float, member_id: str | None = None, payload: Any = None) -> Row:
+    return Row(
+        cluster=CLUSTER,
+        ts=at(seconds),
+        group=group,
+        type=kind,
+        schema_version=1,
+        member_id=member_id,
+        instance_id=None,
+        pod=None,
+        payload_json=json.dumps(payload or {}),
+        log_partition=0,
+        log_offset=int(seconds * 1000),
+    )
+
+
+def frame(spark: SparkSession, rows: Sequence[Row], name: str) -> DataFrame:
+    schema = broker_logs.SCHEMA if name == "broker_log" else tables.SCHEMAS[name]
+    return spark.createDataFrame([tuple(r[f] for f in schema.fieldNames()) for r in rows], schema)
+
+
+def run(
+    spark: SparkSession,
+    *,
+    gms: Sequence[Row] = (),
+    records: Sequence[Row] = (),
+    logs: Sequence[Row] = (),
+    events: Sequence[Row] = (),
+) -> list[Row]:
+    out = rebalances.rebalances(
+        frame(spark, gms, "group_metadata"),
+        frame(spark, records, "consumer_group_records"),
+        frame(spark, logs, "broker_log"),
+        frame(spark, events, "vigil_events"),
+    )
+    assert out.schema.fieldNames() == rebalances.SCHEMA.fieldNames()
+    return sorted(out.collect(), key=lambda r: (r["group"], r["group_type"], r["generation"], r["gap"]))
+
+
+def test_counts_come_from_generation_differences_and_gaps_are_rows(spark: SparkSession) -> None:
+    seen = {"g-gap": [1, 2, 3, 7, 8], "g-late": [5, 6], "g-again": [1, 2]}
+    gms = [gm(g, n, 10.0 * n) for g, gens in seen.items() for n in gens]
+    gms += [gm("g-again", n, 100.0 + 10 * n) for n in (1, 2)]  # deleted and created again: generations restart
+    rows = run(spark, gms=gms)
+
+    for group, gens in seen.items():
+        mine = [r for r in rows if r["group"] == group]
+        incarnations = 2 if group == "g-again" else 1
+        # from generation 0, each incarnation went through max(gens) generations: one rebalance each
+        assert sum(r["rebalances"] for r in mine) == max(gens) * incarnations
+        observed = [r["generation"] for r in mine if not r["gap"]]
+        assert sorted(observed) == sorted(gens * incarnations)
+        expected_gaps = [
+            (hi - 1, hi - lo - 1) for lo, hi in zip([0, *gens], gens, strict=False) if hi - lo > 1
+        ]  # (last unseen generation, how many)
+        assert [(r["generation"], r["rebalances"]) for r in mine if r["gap"]] == expected_gaps
+        for r in mine:
+            assert r["cause"] == "unknown"
+            assert r["started"] is None or r["gap"]
+            assert r["duration_s"] is None
+    gap = next(r for r in rows if r["group"] == "g-gap" and r["gap"])
+    assert (gap["started"], gap["stabilized"]) == (at(30.0), at(70.0))  # bounded by generations 3 and 7
+    assert "gap: generations 4..6" in gap["basis"]
+    after_gap = next(r for r in rows if r["group"] == "g-gap" and r["generation"] == 7)
+    assert after_gap["members_before"] is None
+    assert "members_before unknown" in after_gap["basis"]
+    leading = next(r for r in rows if r["group"] == "g-late" and r["gap"])
+    assert "before the first record" in leading["basis"]
+    assert leading["started"] is None
+
+
+def test_times_and_causes_come_from_the_broker_log(spark: SparkSession) -> None:
+    g = "g-log"
+    m = [f"{g}-m{i}-0000" for i in range(4)]
+    # (seconds of the prepare line, its reason, the member-left line's client reason if any, seconds to stabilize)
+    history: list[tuple[float, str, str | None, float]] = [
+        (10.0, f"Adding new member {m[0]} with group instance id null; client reason: not provided", None, 0.2),
+        (20.0, f"Adding new member {m[1]} with group instance id null; client reason: not provided", None, 1.5),
+        (30.0, f"explicit `LeaveGroup` request for ({m[1]}) members.", "the consumer is being closed", 0.7),
+        (40.0, f"removing member {m[0]} on heartbeat expiration.", None, 0.3),
+        (50.0, f"Adding new member {m[2]} with group instance id null; client reason: not provided", None, 2.0),
+        (60.0, f"explicit `LeaveGroup` request for ({m[2]}) members.", "vigil: no poll for 31.0s (stall timeout 30s)",
+         0.4),
+        (70.0, f"Adding new member {m[3]} with group instance id null; client reason: not provided", None, 1.0),
+        (80.0, f"explicit `LeaveGroup` request for ({m[3]}) members.", "not provided", 0.5),
+        (90.0, "Removing member x-1 on LeaveGroup; client reason: consumer poll timeout has expired.", None, 0.5),
+    ]  # fmt: skip
+    logs: list[Row] = []
+    members = 0
+    for gen0, (start, reason, client, took) in enumerate(history):
+        if client is not None:
+            left = next(x for x in m if x in reason)
+            logs.append(log("member-left", g, start - 0.001, member_id=left, reason=client))
+        logs.append(log("rebalance-prepared", g, start, generation=gen0, reason=reason))
+        members += 1 if reason.startswith("Adding") else -1 if "LeaveGroup" in reason or "heartbeat" in reason else 0
+        logs.append(log("stabilized", g, start + took, generation=gen0 + 1, members=max(members, 0)))
+    # vigil restarted the last leaver's container: its eviction-done event trails the broker's line by 0.2 s
+    events = [event("eviction-done", g, 80.2, m[3], {"action": "restart"})]
+    rows = run(spark, logs=logs, events=events)
+
+    assert [r["generation"] for r in rows] == list(range(1, len(history) + 1))
+    expected = []
+    for _, reason, client, _ in history:
+        cause, _ = bl.reason_cause(reason)
+        expected.append(bl.left_cause(client) if client is not None else cause)
+    # the eviction event explains the nearest departure starting in [event - 10 s, event + 60 s] (the defaults)
+    for e in events:
+        candidates = [
+            i
+            for i, (start, _, _, _) in enumerate(history)
+            if expected[i] in ("left", "heartbeat-expiry", "unknown")
+            and e["ts"] - dt.timedelta(seconds=10) <= at(start) <= e["ts"] + dt.timedelta(seconds=60)
+        ]
+        nearest = min(candidates, key=lambda i: abs(at(history[i][0]) - e["ts"]))
+        expected[nearest] = "evicted-by-vigil"
+    for row, (start, reason, client, took), cause in zip(rows, history, expected, strict=True):
+        assert row["started"] == at(start)
+        assert row["stabilized"] == at(start + took)
+        assert row["duration_s"] == pytest.approx(took)
+        assert row["cause"] == cause, reason
+        assert row["client_reason"] == (client if client is not None else bl.client_reason(reason))
+        assert row["gap"] is False
+    assert {r["cause"] for r in rows} >= {"joined", "left", "heartbeat-expiry", "evicted-by-vigil", "poll-timeout"}
+
+
+def test_a_join_right_after_an_eviction_stays_a_join(spark: SparkSession) -> None:
+    g = "g-join"
+    logs = [
+        log("rebalance-prepared", g, 10.0, generation=0, reason="Adding new member a-1 with group instance id null"),
+        log("stabilized", g, 10.5, generation=1, members=1),
+    ]
+    rows = run(spark, logs=logs, events=[event("eviction-done", g, 9.0, "b-1")])
+    assert [r["cause"] for r in rows] == ["joined"]
+
+
+def test_without_a_log_vigil_events_between_generations_attribute_the_rebalance(spark: SparkSession) -> None:
+    g = "g-nolog"
+    gms = [gm(g, 1, 10.0, [member("a-1")]), gm(g, 2, 20.0, [member("a-1"), member("b-1")]), gm(g, 3, 30.0)]
+    rows = run(spark, gms=gms, events=[event("member-removed", g, 25.0, "b-1", {"cause": "pod-gone"})])
+    causes = {r["generation"]: r["cause"] for r in rows}
+    assert causes == {1: "unknown", 2: "unknown", 3: "evicted-by-vigil"}
+    assert [r["members_after"] for r in rows] == [len(x["members"]) for x in gms]
+    assert [r["members_before"] for r in rows] == [0] + [len(x["members"]) for x in gms[:-1]]
+
+
+def test_partition_unavailability_follows_the_rebalance_protocol(spark: SparkSession) -> None:
+    before = {"m1-0": [("t", 0), ("t", 1)], "m2-0": [("t", 2)]}
+    after = {"m1-0": [("t", 0)], "m2-0": [("t", 2)], "m3-0": [("t", 1)]}
+    gms, logs = [], []
+    for group, protocol in (("g-eager", "range"), ("g-coop", "cooperative-sticky")):
+        gms.append(gm(group, 1, 10.0, [member(k, v) for k, v in before.items()], protocol))
+        gms.append(gm(group, 2, 22.0, [member(k, v) for k, v in after.items()], protocol))
+        logs.append(log("rebalance-prepared", group, 20.0, generation=1, reason="Adding new member m3-0 with x"))
+        logs.append(log("stabilized", group, 22.0, generation=2, members=3))
+    rows = {(r["group"], r["generation"]): r for r in run(spark, gms=gms, logs=logs)}
+
+    owned_before = {(k, t, p) for k, v in before.items() for t, p in v}
+    owned_after = {(k, t, p) for k, v in after.items() for t, p in v}
+    duration = 22.0 - 20.0
+    eager, coop = rows[("g-eager", 2)], rows[("g-coop", 2)]
+    assert (eager["rebalance_protocol"], coop["rebalance_protocol"]) == ("eager", "cooperative")
+    assert eager["partitions_unavailable"] == len(owned_before)
+    assert eager["unavailable_partition_s"] == pytest.approx(len(owned_before) * duration)
+    assert coop["partitions_unavailable"] == len(owned_before - owned_after)
+    assert coop["unavailable_partition_s"] == pytest.approx(len(owned_before - owned_after) * duration)
+    first = rows[("g-eager", 1)]
+    assert first["partitions_unavailable"] is None
+    assert "partitions unknown" in first["basis"]
+
+
+def _record(group: str, kind: int, seconds: float, offset: int, **fields: Any) -> Row:
+    values: dict[str, Any] = {
+        "cluster": CLUSTER,
+        "group": group,
+        "log_partition": 2,
+        "log_offset": offset,
+        "log_ts": at(seconds),
+        "record_type": kind,
+        "tombstone": False,
+        "member_id": None,
+        "epoch": None,
+        "record_json": "{}",
+    }
+    values.update(fields)
+    return Row(**values)
+
+
+def test_kip848_epochs_members_causes_and_pending_revocation(spark: SparkSession) -> None:
+    g = "g-848"
+    pending: dict[str, Any] = {
+        "member_epoch": 1,
+        "state": 1,
+        "partitions_pending_revocation": [{"topic_id": "x", "partitions": [0, 1]}],
+    }
+    records = [
+        # epoch 1: member a joins (type 5 appended with the type 3 record, same batch timestamp)
+        _record(g, 5, 10.0, 1, member_id="a", record_json='{"instance_id":null,"client_id":"a"}'),
+        _record(g, 3, 10.0, 2, epoch=1, record_json='{"epoch":1}'),
+        _record(g, 8, 10.5, 3, member_id="a", epoch=1, record_json='{"member_epoch":1,"state":0}'),
+        # epoch 2: member b joins; a must give partitions 0 and 1 up
+        _record(g, 5, 20.0, 4, member_id="b", record_json='{"client_id":"b"}'),
+        _record(g, 3, 20.0, 5, epoch=2, record_json='{"epoch":2}'),
+        _record(g, 8, 20.1, 6, member_id="a", epoch=1, record_json=json.dumps(pending)),
+        _record(g, 8, 20.6, 7, member_id="a", epoch=2, record_json='{"member_epoch":2,"state":0}'),
+        _record(g, 8, 20.9, 8, member_id="b", epoch=2, record_json='{"member_epoch":2,"state":0}'),
+        # epoch 3 is compacted away; epoch 4: member b leaves
+        _record(g, 5, 40.0, 10, member_id="b", tombstone=True, record_json=None),
+        _record(g, 3, 40.0, 11, epoch=4, record_json='{"epoch":4}'),
+    ]
+    rows = run(spark, records=records)
+    assert [(r["generation"], r["gap"], r["rebalances"]) for r in rows] == [
+        (1, False, 1),
+        (2, False, 1),
+        (3, True, 1),
+        (4, False, 1),
+    ]
+    observed = [r for r in rows if not r["gap"]]
+    assert {r["group_type"] for r in rows} == {"consumer"}
+    assert [r["cause"] for r in observed] == ["joined", "joined", "left"]
+    assert [r["members_after"] for r in observed] == [1, 2, 1]
+    assert observed[0]["started"] == at(10.0)
+    assert observed[0]["duration_s"] == pytest.approx(0.5)
+    assert observed[1]["duration_s"] == pytest.approx(20.9 - 20.0)  # the last member reached epoch 2
+    assert observed[2]["stabilized"] is None  # nobody is left to reach epoch 4
+    assert "stabilized unknown" in observed[2]["basis"]
+    count = sum(len(tp["partitions"]) for tp in pending["partitions_pending_revocation"])
+    assert observed[1]["partitions_unavailable"] == count
+    assert observed[1]["unavailable_partition_s"] == pytest.approx(count * (20.6 - 20.1))
+
+
+def test_kip848_causes_from_the_log_win_over_records(spark: SparkSession) -> None:
+    g = "g-848log"
+    logs = [
+        log("consumer-member-joined", g, 10.0, member_id="a", reason="consumer"),
+        log("epoch-bumped", g, 10.001, generation=1),
+        log("consumer-member-fenced", g, 30.0, member_id="a", reason="the member session expired"),
+        log("epoch-bumped", g, 30.0, generation=2),
+        log("consumer-member-left", g, 40.0, member_id="b", reason="vigil: kip-848 stall"),
+        log("epoch-bumped", g, 40.0, generation=3),
+    ]
+    rows = run(spark, logs=logs)
+    bumps = [x for x in logs if x["event"] == "epoch-bumped"]
+    causes = [bl.event_cause(x["event"], x["reason"]) for x in logs if x["event"] != "epoch-bumped"]
+    assert [r["generation"] for r in rows] == [b["generation"] for b in bumps]
+    assert [r["cause"] for r in rows] == causes
+    assert [r["started"] for r in rows] == [b["ts"] for b in bumps]
+
+
+def _causes_table() -> list[tuple[str, str, str]]:
+    """The reason → cause table of the parser's unit test (shared, not copied: tests/ has no packages)."""
+    path = Path(__file__).with_name("test_broker_log_parse.py")
+    spec = importlib.util.spec_from_file_location("_vigil_broker_log_cases", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.CAUSES)
+
+
+def test_spark_classifies_reasons_exactly_as_the_parser_does(spark: SparkSession) -> None:
+    cases = _causes_table()
+    df = spark.createDataFrame([(r,) for r, _, _ in cases], "reason string")
+    detail = common.reason_detail(df["reason"])
+    out = df.select("reason", detail.alias("d"), common.detail_cause(detail, common.client_reason(df["reason"])))
+    got = {r[0]: (r[2], r[1]) for r in out.collect()}
+    assert got == {r: bl.reason_cause(r) for r, _, _ in cases}
+
+
+def test_empty_inputs_give_an_empty_table_with_the_schema(spark: SparkSession) -> None:
+    out = rebalances.rebalances(
+        frame(spark, [], "group_metadata"),
+        frame(spark, [], "consumer_group_records"),
+        frame(spark, [], "broker_log"),
+        frame(spark, [], "vigil_events"),
+    )
+    assert out.schema.fieldNames() == rebalances.SCHEMA.fieldNames()
+    assert out.count() == 0

@@ -1,0 +1,245 @@
+"""`members`, `stalls`, `daily` and `build` on small hand-built tables; expectations derived from the inputs."""
+
+import datetime as dt
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, Row, SparkSession
+
+from vigil_spark import model, tables
+from vigil_spark.model import daily, members, rebalances, stalls
+from vigil_spark.sources import broker_logs
+
+pytest_plugins = ["vigil_dev.testing.spark_fixtures"]
+pytestmark = pytest.mark.spark
+
+T0 = dt.datetime(2026, 11, 21, 10, 0, 0)  # naive UTC: the session and this machine run in UTC
+CLUSTER = "c1"
+UUIDS = [f"{i:08x}-0000-4000-8000-{i:012x}" for i in range(1, 10)]
+
+
+def at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def frame(spark: SparkSession, rows: list[dict[str, Any]], name: str) -> DataFrame:
+    schema = {"broker_log": broker_logs.SCHEMA, "rebalances": rebalances.SCHEMA}.get(name) or tables.SCHEMAS[name]
+    return spark.createDataFrame([tuple(r.get(f) for f in schema.fieldNames()) for r in rows], schema)
+
+
+def log(event: str, group: str, seconds: float, **fields: Any) -> dict[str, Any]:
+    return {"cluster": CLUSTER, "ts": at(seconds), "group": group, "event": event, "file": "f", **fields}
+
+
+def vigil(kind: str, group: str, seconds: float, member_id: str, **payload: Any) -> dict[str, Any]:
+    return {
+        "cluster": CLUSTER,
+        "ts": at(seconds),
+        "group": group,
+        "type": kind,
+        "schema_version": 1,
+        "member_id": member_id,
+        "payload_json": json.dumps(payload),
+        "log_partition": 0,
+        "log_offset": int(seconds * 1000),
+    }
+
+
+def test_members_count_joins_per_identity_and_flag_flapping(spark: SparkSession) -> None:
+    g = "g-members"
+    # app-1 restarts every 10 minutes (a new member id each time); app-2 joins once; pod-0 is static
+    flappy = [(f"app-1-{UUIDS[i]}", 600.0 * i) for i in range(4)]
+    steady = [(f"app-2-{UUIDS[5]}", 0.0)]
+    static = [(f"pod-0-{UUIDS[6]}", 0.0), (f"pod-0-{UUIDS[7]}", 5000.0)]
+    logs = [log("member-joined", g, t, member_id=m) for m, t in flappy + steady]
+    logs += [log("member-failed", g, t + 300.0, member_id=m) for m, t in flappy[:-1]]
+    logs += [log("static-member-joined", g, static[0][1], member_id=static[0][0], instance_id="pod-0")]
+    logs += [log("static-member-replaced", g, static[1][1], member_id=static[0][0], instance_id="pod-0")]
+    logs += [log("static-member-joined", g, static[1][1], member_id=static[1][0], instance_id="pod-0")]
+    out = members.members(
+        frame(spark, [], "group_metadata"),
+        frame(spark, [], "consumer_group_records"),
+        frame(spark, logs, "broker_log"),
+        flap_joins=3,
+        flap_window_s=3600,
+    )
+    assert tuple(out.columns) == members.COLUMNS
+    rows = {r["member_id"]: r for r in out.collect()}
+    assert set(rows) == {m for m, _ in flappy + steady + static}
+    for ids, identity in ((flappy, "app-1"), (steady, "app-2"), (static, "pod-0")):
+        leaves = sum(1 for x in logs if x["event"] in members.LEAVE_EVENTS and x["member_id"] in dict(ids))
+        times = sorted(t for _, t in ids)
+        most_in_an_hour = max(sum(1 for u in times if t - 3600 <= u <= t) for t in times)
+        for member_id, t in ids:
+            row = rows[member_id]
+            assert row["identity"] == identity
+            assert row["joins"] == len(ids)
+            assert row["leaves"] == leaves
+            assert row["churn"] == len(ids) + leaves
+            assert row["flapping"] == (most_in_an_hour >= 3)
+            assert row["first_seen"] == at(t)
+    assert rows[flappy[0][0]]["leave_cause"] == "heartbeat-expiry"
+    assert rows[static[0][0]]["leave_cause"] == "static-replacement"
+    assert rows[steady[0][0]]["left"] is False
+
+
+def test_members_from_group_metadata_carry_client_and_generations(spark: SparkSession) -> None:
+    g = "g-gm"
+    mids = [f"c-{UUIDS[0]}", f"d-{UUIDS[1]}"]
+    gens = {1: mids[:1], 2: mids, 3: mids[1:]}
+
+    def member(mid: str) -> Row:
+        return Row(member_id=mid, instance_id=None, client_id=mid[:1], client_host="/10.0.0.1", session_timeout_ms=1,
+                   rebalance_timeout_ms=1, subscribed_topics=["t"], assigned=[])  # fmt: skip
+
+    gms = [
+        {"cluster": CLUSTER, "group": g, "log_partition": 0, "log_offset": n, "log_ts": at(n), "tombstone": False,
+         "protocol_type": "consumer", "generation": n, "protocol": "range", "leader": ms[0], "state_ts": at(n),
+         "members": [member(m) for m in ms]}
+        for n, ms in gens.items()
+    ]  # fmt: skip
+    rows = {
+        r["member_id"]: r
+        for r in members.members(
+            frame(spark, gms, "group_metadata"),
+            frame(spark, [], "consumer_group_records"),
+            frame(spark, [], "broker_log"),
+        ).collect()
+    }
+    for mid in mids:
+        in_gens = [n for n, ms in gens.items() if mid in ms]
+        assert rows[mid]["generations"] == len(in_gens)
+        assert (rows[mid]["first_seen"], rows[mid]["last_seen"]) == (at(min(in_gens)), at(max(in_gens)))
+        assert rows[mid]["client_id"] == rows[mid]["identity"] == mid[:1]
+
+
+def test_stalls_pair_detection_end_action_and_outcome(spark: SparkSession) -> None:
+    g = "g-stall"
+    events = [
+        # m1: stalled, evicted
+        vigil("stall-detected", g, 10.0, "m1", stalled_for_ms=31000, stall_timeout_ms=30000, signal="beacon"),
+        vigil("eviction-requested", g, 10.5, "m1", action="leave-group", reason="vigil: no poll"),
+        vigil("eviction-done", g, 11.0, "m1", action="leave-group", kafka_error="NONE", already_gone=False),
+        # m2: stalled, recovered on its own
+        vigil("stall-detected", g, 20.0, "m2", stalled_for_ms=30500, stall_timeout_ms=30000, signal="progress"),
+        vigil("stall-ended", g, 26.0, "m2", stalled_for_ms=36500),
+        # m3: stalled, eviction refused by the budget; still open
+        vigil("stall-detected", g, 30.0, "m3", stalled_for_ms=30000, stall_timeout_ms=30000, signal="beacon"),
+        vigil("eviction-refused", g, 30.2, "m3", action="leave-group", cause="budget", message="no budget left"),
+    ]
+    out = stalls.stalls(frame(spark, events, "vigil_events"))
+    assert tuple(out.columns) == stalls.COLUMNS
+    rows = {r["member_id"]: r for r in out.collect()}
+    assert set(rows) == {"m1", "m2", "m3"}
+    for mid, row in rows.items():
+        detected = next(e for e in events if e["member_id"] == mid and e["type"] == "stall-detected")
+        payload = json.loads(detected["payload_json"])
+        assert row["detected"] == detected["ts"]
+        assert row["started"] == detected["ts"] - dt.timedelta(milliseconds=payload["stalled_for_ms"])
+        assert row["stall_timeout_s"] == payload["stall_timeout_ms"] / 1000
+        ended = [e for e in events if e["member_id"] == mid and e["type"] == "stall-ended"]
+        assert row["ended"] == (ended[0]["ts"] if ended else None)
+        if ended:
+            assert row["duration_s"] == json.loads(ended[0]["payload_json"])["stalled_for_ms"] / 1000
+    assert (rows["m1"]["action"], rows["m1"]["outcome"]) == ("leave-group", "evicted")
+    assert (rows["m2"]["action"], rows["m2"]["outcome"]) == (None, "recovered")
+    assert (rows["m3"]["action"], rows["m3"]["outcome"]) == ("leave-group", "refused:budget")
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """Spark's exact `percentile`: linear interpolation between the closest ranks."""
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def test_daily_aggregates_are_the_rebalances_summed_per_day(spark: SparkSession) -> None:
+    g = "g-daily"
+    rows: list[dict[str, Any]] = []
+    specs = [  # (day, duration, cause, protocol, unavailable partition-seconds)
+        (0, 1.0, "joined", "eager", 3.0),
+        (0, 4.0, "left", "eager", 12.0),
+        (0, 2.0, "joined", "cooperative", 1.0),
+        (0, None, "unknown", "eager", None),
+        (1, 0.5, "heartbeat-expiry", "consumer", 0.25),
+    ]
+    for i, (day, took, cause, protocol, unavailable) in enumerate(specs):
+        start = at(86400.0 * day + 60.0 * i)
+        rows.append({"cluster": CLUSTER, "group": g, "group_type": "classic", "generation": i + 1, "rebalances": 1,
+                     "gap": False, "started": start, "stabilized": start + dt.timedelta(seconds=took or 0),
+                     "duration_s": took, "cause": cause, "rebalance_protocol": protocol,
+                     "unavailable_partition_s": unavailable})  # fmt: skip
+    rows.append({"cluster": CLUSTER, "group": g, "group_type": "classic", "generation": 9, "rebalances": 3,
+                 "gap": True, "started": at(86400.0 + 100), "stabilized": at(86400.0 + 200), "cause": "unknown",
+                 "rebalance_protocol": "eager"})  # fmt: skip
+    out = {r["date"]: r for r in daily.daily(frame(spark, rows, "rebalances")).collect()}
+    for day in (0, 1):
+        date = (T0 + dt.timedelta(days=day)).date()
+        mine = [r for r in rows if r["stabilized"].date() == date]
+        seen = [r for r in mine if not r["gap"]]
+        durations = [r["duration_s"] for r in seen if r["duration_s"] is not None]
+        got = out[date]
+        assert got["rebalances"] == sum(r["rebalances"] for r in mine)
+        assert got["observed_rebalances"] == len(seen)
+        assert got["gap_rebalances"] == sum(r["rebalances"] for r in mine if r["gap"])
+        assert got["durations_known"] == len(durations)
+        assert got["p50_s"] == pytest.approx(_percentile(durations, 0.5))
+        assert got["p95_s"] == pytest.approx(_percentile(durations, 0.95))
+        assert got["max_s"] == max(durations)
+        for protocol in daily.PROTOCOLS:
+            figures = [r["unavailable_partition_s"] for r in seen if r["rebalance_protocol"] == protocol]
+            known = [f for f in figures if f is not None]
+            assert got[f"unavailable_partition_s_{protocol}"] == (pytest.approx(sum(known)) if known else None)
+        counts = Counter(r["cause"] for r in seen)
+        assert got["top_cause"] == min(counts, key=lambda c: (-counts[c], c))
+    assert "durations known for 3 of 4" in out[T0.date()]["basis"]
+
+
+def test_build_reads_optional_tables_and_writes_parquet_and_json(spark: SparkSession, tmp_path: Path) -> None:
+    tables_dir, out_dir = tmp_path / "tables", tmp_path / "out"
+    g = "g-build"
+    logs = [
+        log("rebalance-prepared", g, 1.0, generation=0, reason="Adding new member a-1 with group instance id null"),
+        log("member-joined", g, 1.0, member_id="a-1"),
+        log("stabilized", g, 1.5, generation=1, members=1),
+        log("unparsed", None, 2.0, reason="no template matches this coordinator line"),  # type: ignore[arg-type]
+    ]
+    frame(spark, logs, "broker_log").write.parquet(str(tables_dir / "broker_log"))
+    events = [vigil("stall-detected", g, 5.0, "a-1", stalled_for_ms=1, stall_timeout_ms=1, signal="beacon")]
+    batch = tables_dir / "vigil_events" / f"{tables.BATCH_COLUMN}=c1.events.0"
+    frame(spark, events, "vigil_events").write.parquet(str(batch))
+    # group_metadata and consumer_group_records were never ingested: they are empty, not an error
+    model.build(spark, tables_dir, out_dir)
+
+    expected = model.compute(
+        frame(spark, [], "group_metadata"),
+        frame(spark, [], "consumer_group_records"),
+        frame(spark, events, "vigil_events"),
+        frame(spark, logs, "broker_log"),
+    )
+    for name in model.TABLES:
+        parquet = spark.read.parquet(str(out_dir / "model" / name / "parquet"))
+        assert sorted(map(str, parquet.collect())) == sorted(map(str, expected[name].collect())), name
+        assert list((out_dir / "model" / name / "json").glob("part-*.json")), name
+    written = spark.read.parquet(str(out_dir / "model" / "rebalances" / "parquet")).collect()
+    assert [(r["generation"], r["cause"]) for r in written] == [(1, "joined")]
+
+
+def test_empty_inputs_give_empty_tables_with_their_columns(spark: SparkSession) -> None:
+    out = model.compute(
+        frame(spark, [], "group_metadata"),
+        frame(spark, [], "consumer_group_records"),
+        frame(spark, [], "vigil_events"),
+        frame(spark, [], "broker_log"),
+    )
+    assert set(out) == set(model.TABLES)
+    assert tuple(out["members"].columns) == members.COLUMNS
+    assert tuple(out["stalls"].columns) == stalls.COLUMNS
+    assert out["rebalances"].columns == rebalances.SCHEMA.fieldNames()
+    assert "top_cause" in out["daily"].columns
+    assert {name: frame.count() for name, frame in out.items()} == dict.fromkeys(model.TABLES, 0)
