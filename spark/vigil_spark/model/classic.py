@@ -150,27 +150,10 @@ def classic_rebalances(group_metadata: DataFrame, broker_log: DataFrame) -> Data
         .when(eager, F.lit("unavailable: eager, all partitions owned before, for the whole rebalance"))
         .when(coop, F.lit("unavailable: cooperative, partitions whose owner changed, for the rebalance")),
     )
-    observed_rows = rows.select(
-        "cluster",
-        "group",
-        F.lit("classic").alias("group_type"),
-        "generation",
-        F.lit(1).alias("rebalances"),
-        F.lit(False).alias("gap"),
-        F.col("prep_ts").alias("started"),
-        F.col("stab_ts").alias("stabilized"),
-        duration.alias("duration_s"),
-        "cause",
-        "cause_detail",
-        "client_reason",
-        F.col("members_before").cast("int").alias("members_before"),
-        F.col("members_after").cast("int").alias("members_after"),
-        "protocol",
-        "rebalance_protocol",
-        unavailable.cast("int").alias("partitions_unavailable"),
-        (unavailable * duration).alias("unavailable_partition_s"),
-        basis.alias("basis"),
-    )
+    observed_rows = common.observed_rebalances(
+        rows, "classic", started=F.col("prep_ts"), stabilized=F.col("stab_ts"), duration=duration,
+        unavailable=unavailable, unavailable_s=unavailable * duration, basis=basis,
+    )  # fmt: skip
     return observed_rows.unionByName(gaps)
 
 

@@ -2,7 +2,7 @@
 
 from collections.abc import Sequence
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from vigil_spark.parse import broker_log as bl
@@ -61,3 +61,32 @@ def notes(*parts: Column) -> Column:
     """The non-null notes joined with "; " (null when there is none)."""
     joined = F.concat_ws("; ", *parts)
     return F.when(joined == F.lit(""), F.lit(None).cast("string")).otherwise(joined)
+
+
+def observed_rebalances(
+    rows: DataFrame, group_type: str, *, started: Column, stabilized: Column, duration: Column, unavailable: Column,
+    unavailable_s: Column, basis: Column,
+) -> DataFrame:  # fmt: skip
+    """One `rebalances` row per observed generation or epoch (not a gap), in the table's column order: what the
+    classic and the KIP-848 transforms share; they differ in the expressions passed."""
+    return rows.select(
+        "cluster",
+        "group",
+        F.lit(group_type).alias("group_type"),
+        "generation",
+        F.lit(1).alias("rebalances"),
+        F.lit(False).alias("gap"),
+        started.alias("started"),
+        stabilized.alias("stabilized"),
+        duration.alias("duration_s"),
+        "cause",
+        "cause_detail",
+        "client_reason",
+        F.col("members_before").cast("int").alias("members_before"),
+        F.col("members_after").cast("int").alias("members_after"),
+        "protocol",
+        "rebalance_protocol",
+        unavailable.cast("int").alias("partitions_unavailable"),
+        unavailable_s.alias("unavailable_partition_s"),
+        basis.alias("basis"),
+    )

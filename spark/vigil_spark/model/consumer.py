@@ -108,27 +108,10 @@ def consumer_rebalances(consumer_group_records: DataFrame, broker_log: DataFrame
             F.lit("unavailable unknown: no member assignment records with partitions pending revocation"),
         ).otherwise(F.lit("unavailable: KIP-848, seconds partitions were pending revocation (upper bound)")),
     )
-    observed_rows = rows.select(
-        "cluster",
-        "group",
-        F.lit("consumer").alias("group_type"),
-        "generation",
-        F.lit(1).alias("rebalances"),
-        F.lit(False).alias("gap"),
-        F.col("start_ts").alias("started"),
-        F.col("end_ts").alias("stabilized"),
-        duration.alias("duration_s"),
-        "cause",
-        "cause_detail",
-        "client_reason",
-        F.col("members_before").cast("int").alias("members_before"),
-        F.col("members_after").cast("int").alias("members_after"),
-        "protocol",
-        "rebalance_protocol",
-        F.col("pending_partitions").cast("int").alias("partitions_unavailable"),
-        F.col("pending_s").alias("unavailable_partition_s"),
-        basis.alias("basis"),
-    )
+    observed_rows = common.observed_rebalances(
+        rows, "consumer", started=F.col("start_ts"), stabilized=F.col("end_ts"), duration=duration,
+        unavailable=F.col("pending_partitions"), unavailable_s=F.col("pending_s"), basis=basis,
+    )  # fmt: skip
     return observed_rows.unionByName(gaps)
 
 
