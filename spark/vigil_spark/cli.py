@@ -13,6 +13,7 @@ there the master and jars are spark-submit's unless `--master` / `--jars` are gi
 import argparse
 import importlib
 import importlib.util
+import json
 import os
 import re
 import sys
@@ -20,8 +21,9 @@ import tempfile
 import time
 import traceback
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from vigil_core.errors import ConfigError
 from vigil_core.events import EVENTS_TOPIC_DEFAULT
@@ -256,6 +258,31 @@ def _model(spark: "SparkSession", args: argparse.Namespace, tables_dir: Path) ->
         model = importlib.import_module(MODEL_MODULE)
         model.build(spark, tables_dir, args.out)
         say(f"model: done in {time.monotonic() - started:.1f}s ({args.out})")
+        _outputs(spark, args.out)
+
+
+def _outputs(spark: "SparkSession", out: Path) -> None:
+    """report.html and summary.json beside the model, and the short summary on stdout."""
+    from vigil_spark.outputs import html, summary  # noqa: PLC0415 - keeps pyspark out of `--help`
+
+    def rows(name: str) -> list[dict[str, Any]]:
+        where = out / "model" / name / "parquet"
+        if not where.is_dir():
+            return []
+        return [{k: _aware(v) for k, v in r.asDict().items()} for r in spark.read.parquet(str(where)).collect()]
+
+    now = datetime.now(UTC)
+    rebalances, members, stalls = rows("rebalances"), rows("members"), rows("stalls")
+    summaries = summary.summarize(rebalances, now)
+    (out / "report.html").write_text(html.render(now, summaries, rebalances, members, stalls))
+    (out / "summary.json").write_text(json.dumps(summary.as_json(summaries, now), indent=2, default=str) + "\n")
+    print(summary.text(summaries, now), flush=True)
+    say(f"report: {out / 'report.html'}, {out / 'summary.json'} ({len(summaries)} group(s))")
+
+
+def _aware(value: Any) -> Any:
+    """Spark hands timestamps to Python as naive local times: make them aware (UTC)."""
+    return value.astimezone(UTC) if isinstance(value, datetime) and value.tzinfo is None else value
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> None:

@@ -4,6 +4,7 @@ from what the test did, never from vigil."""
 
 import contextlib
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -58,5 +59,10 @@ def test_the_report_explains_each_rebalance_of_a_real_group(
         assert by_generation[left]["duration_s"] is not None
         assert by_generation[left]["duration_s"] >= 0
         assert (tmp_path / "out" / "model" / "daily" / "json").is_dir()
+        page = (tmp_path / "out" / "report.html").read_text()
+        assert group in page  # among the worst groups: the only ones with rebalances in the last 24 h here
+        summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+        mine = next(g for g in summary["groups"] if g["group"] == group)
+        assert mine["rebalances_24h"] == len(broker_log.generations(kafka, group))
     finally:
         first.close()

@@ -1,0 +1,86 @@
+"""The report's outputs from model rows (pure, no Spark): per-group summaries (what `status.report` carries), the
+stdout text and the self-contained HTML. Expected values are derived from the rows in each test."""
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vigil_spark.outputs import html, summary
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def rb(group: str, ago_h: float, *, cause: str = "joined", duration: float | None = 1.0, gap: bool = False,
+       n: int = 1) -> dict[str, Any]:  # fmt: skip
+    at = NOW - timedelta(hours=ago_h)
+    return {"cluster": "c", "group": group, "generation": 1, "rebalances": n, "gap": gap, "started": at,
+            "stabilized": at, "duration_s": duration, "cause": None if gap else cause}  # fmt: skip
+
+
+def test_summary_counts_the_last_24_hours_and_all() -> None:
+    rows = [rb("a", 1, cause="left", duration=4.0), rb("a", 2, cause="left", duration=2.0),
+            rb("a", 3, cause="joined", duration=9.0), rb("a", 30), rb("a", 5, gap=True, n=3), rb("b", 1)]  # fmt: skip
+    a, b = summary.summarize(rows, NOW)
+    assert (a.group, b.group) == ("a", "b")  # worst first
+    assert a.rebalances_24h == 3 + 3  # three observed and a gap row of three, all within 24 h
+    assert a.rebalances_total == 7
+    assert a.gaps == 3
+    assert a.top_cause_24h == "left"  # gap rows have no cause
+    assert a.p95_duration_s_24h == 9.0
+    assert a.last_rebalance == NOW - timedelta(hours=1)
+    report = a.status_report(NOW)
+    assert report == {"rebalances24h": 6, "p95DurationSeconds": 9.0, "topCause": "left",
+                      "lastRebalance": "2026-11-21T11:00:00Z", "reportTime": "2026-11-21T12:00:00Z"}  # fmt: skip
+
+
+def test_a_tie_of_causes_is_broken_alphabetically_and_unknown_durations_are_none() -> None:
+    (only,) = summary.summarize([rb("a", 1, cause="left", duration=None), rb("a", 2, cause="joined", duration=None)],
+                                NOW)  # fmt: skip
+    assert only.top_cause_24h == "joined"
+    assert only.p95_duration_s_24h is None
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e6, allow_nan=False), min_size=1, max_size=50),
+       st.floats(min_value=0.01, max_value=1.0))  # fmt: skip
+def test_percentile_is_an_element_with_enough_below(values: list[float], q: float) -> None:
+    found = summary.percentile(values, q)
+    assert found in values
+    assert sum(1 for v in values if v <= found) >= math.ceil(q * len(values))
+
+
+def test_text_names_the_worst_groups_first() -> None:
+    summaries = summary.summarize([rb("a", 1), rb("b", 1), rb("b", 2)], NOW)
+    lines = summary.text(summaries, NOW, limit=1).splitlines()
+    assert lines[0] == "vigil report 2026-11-21T12:00:00Z: 3 rebalances in the last 24 h across 2 group(s)"
+    assert lines[1].startswith("  c/b: 2 in 24 h (p95 1.0s, top cause joined)")
+    assert lines[2] == "  … and 1 more (report.html)"
+
+
+def test_the_html_report_is_self_contained_and_shows_the_figures() -> None:
+    rows = [rb("orders", 1, cause="left", duration=0.5), rb("orders", 26, cause="heartbeat-expiry", duration=40.0),
+            rb("pay<ments>", 2, cause="joined", duration=700.0)]  # fmt: skip
+    members = [{"group": "orders", "identity": "orders-1", "joins": 5, "leaves": 4, "churn": 9, "flapping": True,
+                "last_seen": NOW}, {"group": "orders", "identity": "orders-0", "flapping": False}]  # fmt: skip
+    stalls = [{"group": "orders", "pod": "orders-2", "started": NOW, "duration_s": 42.1, "action": "leave-group",
+               "outcome": "evicted"}]  # fmt: skip
+    page = html.render(NOW, summary.summarize(rows, NOW), rows, members, stalls)
+    assert page.startswith("<!doctype html>")
+    assert not re.search(r"<script|https?://|<link", page)  # no script, no network
+    assert page.count("<svg") == 3  # timeline, durations, causes
+    assert "pay&lt;ments&gt;" in page and "pay<ments>" not in page  # escaped  # noqa: PT018
+    assert ">2</strong> rebalances in the last 24 h" in page
+    for label, count in (("&lt;1 s", 1), ("30–120 s", 1), ("&gt;10 min", 1), ("1–5 s", 0)):
+        assert f"<title>{label}: {count}</title>" in page
+    assert "<title>heartbeat-expiry: 1</title>" in page
+    assert "orders-1" in page and "orders-0" not in page  # only flapping members listed  # noqa: PT018
+    assert "leave-group" in page and "evicted" in page  # noqa: PT018
+
+
+def test_an_empty_report_says_so() -> None:
+    page = html.render(NOW, [], [], [], [])
+    assert ">0</strong> rebalances" in page
+    assert page.count("nothing to show") == 3
