@@ -84,6 +84,7 @@ bench: setup
 	$(BIN)/python bench/stall_takeover.py
 	$(BIN)/python bench/sidecar_footprint.py --seconds 60
 	$(BIN)/python bench/operator_scale.py --groups 200 --resync-seconds 30
+	$(BIN)/python bench/rollout.py --replicas 4 8
 
 clean:
 	rm -rf $(VENV) $(ARTIFACTS) .pytest_cache .mypy_cache .ruff_cache
