@@ -190,7 +190,11 @@ class Runtime:
         group = rollout.GroupNow(stable=facts.view.state is GroupState.STABLE, members=members)
         set_pods = [_set_pod(p, p.ordinal) for p in pods if p.ordinal is not None]
         kip848 = spec.client.group_protocol is rules.GroupProtocol.CONSUMER
-        kept = _replaced(current, set_pods, members) if kip848 else self.rollouts.outcome(uid)
+        unbridged = current is not None and current.current_pod is not None and not current.bridge
+        if kip848 or unbridged:  # no bridge: the step ends when the instance id is back under a new member
+            kept = _replaced(current, set_pods, members, gone_fails=kip848)
+        else:
+            kept = self.rollouts.outcome(uid)
         new, actions = rollout.plan(spec, workload, set_pods, group, current, bridge_outcome=kept, now=now)
         reasons = {a.reason for a in actions if isinstance(a, rollout.Note)}
         if new is not None and "RolloutStarted" in reasons:
@@ -251,6 +255,17 @@ class Runtime:
         meta = body["metadata"]
         uid, namespace, name = str(meta["uid"]), str(meta["namespace"]), str(meta["name"])
         pod = next(p for p in pods if p.name == step.pod)
+        if pod.sidecar_url is None:  # re-rolled to get the sidecar: no generation to bridge with
+            state = state.model_copy(update={"old_member_id": members.get(step.instance_id or ""), "bridge": None})
+            await self.kube.apply_status(namespace, name, _dump(status.model_copy(update={"rollout": state})))
+            try:
+                await self.kube.delete_pod(namespace, pod.name, pod.uid)
+            except KubeError as exc:
+                post(Notice("Warning", "RolloutPaused", str(exc)))
+                return state.model_copy(update={"phase": RolloutPhase.PAUSED, "message": str(exc)})
+            post(Notice("Normal", "RolloutStep", f"deleted {pod.name}: it has no sidecar, so it is restarted without"
+                        " a bridge to get one (a restart longer than the session timeout rebalances)"))  # fmt: skip
+            return state
         try:
             member = await self.rollouts.member_of(pod.sidecar_url, pod.name)
             if members.get(member.instance_id or "") != member.member_id:
@@ -428,17 +443,20 @@ def _previous(body: Mapping[str, Any]) -> ConsumerGroupStatus:
 _OWN_ALIASES = frozenset(f.alias or n for n, f in ConsumerGroupStatus.model_fields.items())
 
 
-def _replaced(current: RolloutStatus | None, pods: list[rollout.SetPod], members: Mapping[str, str]) -> str | None:
-    """KIP-848 steps have no bridge: "rejoined" once the step's instance id is held by a new member, "member-gone"
-    when nobody holds it (the member expired after all), None meanwhile."""
-    if current is None or current.current_pod is None or current.old_member_id is None:
+def _replaced(
+    current: RolloutStatus | None, pods: list[rollout.SetPod], members: Mapping[str, str], *, gone_fails: bool
+) -> str | None:
+    """Steps without a bridge (KIP-848, or a pod re-rolled to get its sidecar): "rejoined" once the step's instance
+    id is held by a new member, None meanwhile; with `gone_fails`, "member-gone" when nobody holds it (the raised
+    session did not keep the member)."""
+    if current is None or current.current_pod is None:
         return None
     instance = next((p.instance_id for p in pods if p.name == current.current_pod), None)
     if instance is None:
         return None
     holder = members.get(instance)
     if holder is None:
-        return "member-gone"
+        return "member-gone" if gone_fails else None
     return "rejoined" if holder != current.old_member_id else None
 
 

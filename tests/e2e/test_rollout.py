@@ -7,9 +7,11 @@ the pods one at a time and heartbeats for each member while its pod is replaced:
 broker's log, never from vigil.
 """
 
+import json
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -18,7 +20,7 @@ from vigil_core.kafka.group_client import GroupClient
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import broker_lines, generations
-from vigil_dev.testing.e2e import ConsumerSet, cond, events_for
+from vigil_dev.testing.e2e import ConsumerSet, cond, consumer_group, events_for, statefulset
 from vigil_dev.testing.kube_fixtures import Fakelet, Kube
 from vigil_dev.testing.operator import RunningOperator
 from vigil_dev.testing.waiting import wait_for
@@ -205,3 +207,36 @@ def test_without_coordination_a_kip848_restart_moves_the_epoch(
                       timeout=SESSION_MS / 1000 + STARTUP + 30, interval=1,
                       what=f"{s.group}: an epoch bump after the template change")  # fmt: skip
     print(f"stock KIP-848 rolling update: epoch bumps {bumped}")
+
+
+def test_pods_without_the_sidecar_are_re_rolled_to_get_it(
+    kube: Kube, fakelet: Fakelet, kafka: KafkaCluster, operator: RunningOperator
+) -> None:
+    """The consumers started before their ConsumerGroup existed, so the webhook admitted them unchanged: no sidecar.
+    A Coordinated group re-rolls them (without a bridge: there is no sidecar to learn the generation from)."""
+    namespace, name, replicas = f"t-{uuid.uuid4().hex[:10]}", "orders", 2
+    conn = kafka.connection()
+    group, topic = clients.unique("reroll"), clients.create_topic(conn, clients.unique("reroll"), partitions=4)
+    kube.core.create_namespace({"metadata": {"name": namespace}})
+    try:
+        workload = statefulset(name, group, topic, conn.bootstrap_servers, replicas, parallel=True)
+        workload["spec"]["updateStrategy"] = {"type": "OnDelete"}
+        kube.apply(workload, namespace)
+        for i in range(replicas):
+            pod = kube.wait_ready(namespace, f"{name}-{i}", timeout=60)
+            assert "vigil-sidecar" not in json.dumps(pod["spec"])  # admitted unchanged: no ConsumerGroup yet
+        spec = {"membership": "static", "restart": {"strategy": "Coordinated", "maxRestartSeconds": 60}}
+        kube.apply(consumer_group(name, group, conn.bootstrap_servers, spec=spec), namespace)
+        waited = subprocess.run(
+            [sys.executable, "-m", "vigil_core.cli", "rollout", "status", name, "-n", namespace, "--timeout", "150",
+             "--kubeconfig", str(kube.kubeconfig)],
+            capture_output=True, text=True, timeout=180, check=False,
+        )  # fmt: skip
+        assert waited.returncode == 0, (waited.stdout, waited.stderr)
+        for i in range(replicas):
+            pod = kube.wait_ready(namespace, f"{name}-{i}", timeout=60)
+            assert "vigil-sidecar" in json.dumps(pod["spec"]), f"{name}-{i} still has no sidecar"
+        steps = [e["message"] for e in events_for(kube, namespace, name) if e["reason"] == "RolloutStep"]
+        assert sum("it has no sidecar" in m for m in steps) == replicas, steps
+    finally:
+        kube.core.delete_namespace(namespace)
