@@ -174,13 +174,11 @@ def _with_prepare(rows: DataFrame, broker_log: DataFrame) -> DataFrame:
         & (F.col("prev_adjacent_ts").isNull() | (F.col("p_ts") >= F.col("prev_adjacent_ts")))
     )
     joined = rows.join(prep, cond, "left")
-    first = Window.partitionBy(*generations.KEY).orderBy(F.col("p_ts").asc_nulls_last())
     return (
-        joined.withColumn("_n", F.row_number().over(first))
-        .filter(F.col("_n") == 1)
+        common.first_per(joined, generations.KEY, F.col("p_ts").asc_nulls_last())
         .withColumnRenamed("p_ts", "prep_ts")
         .withColumnRenamed("p_reason", "prep_reason")
-        .drop("_n", "p_cluster", "p_group", "p_old")
+        .drop("p_cluster", "p_group", "p_old")
     )
 
 
@@ -201,11 +199,8 @@ def _with_leave_reason(rows: DataFrame, broker_log: DataFrame, window_s: int = 1
         & (F.col("l_ts") >= F.col("prep_ts") - F.expr(f"INTERVAL {window_s} SECONDS"))
         & (F.instr(F.col("prep_reason"), F.col("l_member")) > 0)
     )
-    latest = Window.partitionBy(*generations.KEY).orderBy(F.col("l_ts").desc_nulls_last())
     return (
-        rows.join(left, cond, "left")
-        .withColumn("_n", F.row_number().over(latest))
-        .filter(F.col("_n") == 1)
+        common.first_per(rows.join(left, cond, "left"), generations.KEY, F.col("l_ts").desc_nulls_last())
         .withColumnRenamed("l_reason", "left_reason")
-        .drop("_n", "l_cluster", "l_group", "l_ts", "l_member")
+        .drop("l_cluster", "l_group", "l_ts", "l_member")
     )

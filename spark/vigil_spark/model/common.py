@@ -2,7 +2,7 @@
 
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from vigil_spark.parse import broker_log as bl
@@ -90,3 +90,9 @@ def observed_rebalances(
         unavailable_s.alias("unavailable_partition_s"),
         basis.alias("basis"),
     )
+
+
+def first_per(frame: DataFrame, key: Sequence[str], *order: Column) -> DataFrame:
+    """One row per `key`: the first by `order` — how a left join keeps its best match (or the row alone)."""
+    window = Window.partitionBy(*key).orderBy(*order)
+    return frame.withColumn("_n", F.row_number().over(window)).filter(F.col("_n") == 1).drop("_n")

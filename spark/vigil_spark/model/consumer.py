@@ -176,12 +176,8 @@ def _with_consumer_cause(rows: DataFrame, records: DataFrame, broker_log: DataFr
         & (F.col("e_ts") <= F.col("bump_ts"))
         & (F.col("e_ts") >= F.col("bump_ts") - F.expr(f"INTERVAL {window_s} SECONDS"))
     )
-    latest = Window.partitionBy(*generations.KEY).orderBy(F.col("e_ts").desc_nulls_last())
-    rows = (
-        rows.join(events, cond, "left")
-        .withColumn("_n", F.row_number().over(latest))
-        .filter(F.col("_n") == 1)
-        .drop("_n", "e_cluster", "e_group")
+    rows = common.first_per(rows.join(events, cond, "left"), generations.KEY, F.col("e_ts").desc_nulls_last()).drop(
+        "e_cluster", "e_group"
     )
     deltas = _member_deltas(records).select(
         F.col("cluster").alias("d_cluster"),
@@ -198,13 +194,9 @@ def _with_consumer_cause(rows: DataFrame, records: DataFrame, broker_log: DataFr
         & (F.col("d_offset") < F.col("rec_offset"))
         & (F.col("d_ts") == F.col("rec_ts"))
     )
-    nearest = Window.partitionBy(*generations.KEY).orderBy(F.col("d_offset").desc_nulls_last())
-    rows = (
-        rows.join(deltas, same_batch, "left")
-        .withColumn("_n", F.row_number().over(nearest))
-        .filter(F.col("_n") == 1)
-        .drop("_n", "d_cluster", "d_group", "d_partition", "d_ts")
-    )
+    rows = common.first_per(
+        rows.join(deltas, same_batch, "left"), generations.KEY, F.col("d_offset").desc_nulls_last()
+    ).drop("d_cluster", "d_group", "d_partition", "d_ts")
     from_log = common.event_cause(F.col("e_event"), F.col("e_reason"))
     from_records = (
         F.when(F.col("d_delta") == 1, F.lit("joined"))

@@ -12,7 +12,7 @@
 
 from typing import Final
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from vigil_spark.model import common
@@ -43,11 +43,8 @@ def daily(rebalances: DataFrame) -> DataFrame:
         F.count("unavailable_partition_s").cast("int").alias("unavailable_known"),
     )
     causes = dated.filter(observed).groupBy(*key, "cause").count()
-    first = Window.partitionBy(*key).orderBy(F.col("count").desc(), F.col("cause").asc())
-    top = (
-        causes.withColumn("_n", F.row_number().over(first))
-        .filter(F.col("_n") == 1)
-        .select(*key, F.col("cause").alias("top_cause"))
+    top = common.first_per(causes, key, F.col("count").desc(), F.col("cause").asc()).select(
+        *key, F.col("cause").alias("top_cause")
     )
     out = agg.join(top, key, "left")
     basis = common.notes(

@@ -64,13 +64,7 @@ def stalls(vigil_events: DataFrame) -> DataFrame:
     in_stall = [(F.col(f"e_{c}") == F.col(c)) for c in member]
     cond = in_stall[0] & in_stall[1] & in_stall[2] & (F.col("e_ts") >= F.col("detected"))
     cond = cond & (F.col("next_detected").isNull() | (F.col("e_ts") < F.col("next_detected")))
-    first_end = Window.partitionBy(*stall_key).orderBy(F.col("e_ts").asc_nulls_last())
-    rows = (
-        detected.join(ended, cond, "left")
-        .withColumn("_n", F.row_number().over(first_end))
-        .filter(F.col("_n") == 1)
-        .drop("_n")
-    )
+    rows = common.first_per(detected.join(ended, cond, "left"), stall_key, F.col("e_ts").asc_nulls_last())
     acts = vigil_events.filter(F.col("type").isin(*_ACTIONS)).select(
         *[F.col(c).alias(f"a_{c}") for c in member],
         F.col("ts").alias("a_ts"),
@@ -86,10 +80,7 @@ def stalls(vigil_events: DataFrame) -> DataFrame:
     acond = acond & (until.isNull() | (F.col("a_ts") <= until))
     # the answer (done/refused) wins over the request; among answers the last one
     rank = F.when(F.col("a_type") == "eviction-requested", 0).otherwise(1)
-    best = Window.partitionBy(*stall_key).orderBy(rank.desc(), F.col("a_ts").desc_nulls_last())
-    rows = (
-        rows.join(acts, acond, "left").withColumn("_n", F.row_number().over(best)).filter(F.col("_n") == 1).drop("_n")
-    )
+    rows = common.first_per(rows.join(acts, acond, "left"), stall_key, rank.desc(), F.col("a_ts").desc_nulls_last())
     outcome = (
         F.when(
             F.col("a_type") == "eviction-done",
