@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaException
 
 from vigil_core import rules
-from vigil_core.kafka.group_client import GroupClient, GroupClientError, GroupTimings
+from vigil_core.kafka.group_client import DeliberateRebalance, GroupClient, GroupClientError, GroupTimings
+from vigil_core.kafka.model import MemberView
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_operator.domain.reconcile import GroupFacts, Unreachable
@@ -82,6 +83,26 @@ class Brokers:
         except (KafkaException, RuntimeError, OSError) as exc:
             log.warning("remove %s from %s: %s", member_id, group_id, _one_line(exc))
             return classify(Api.LEAVE_GROUP, TRANSPORT_ERROR)
+
+    async def rebalance_removing(self, connection: KafkaConnection, group_id: str, member: MemberView, reason: str,
+                                 *, protocol: str, hold_seconds: float) -> DeliberateRebalance:  # fmt: skip
+        """One deliberate rebalance with `member` removed and back in it (GroupClient.rebalance_removing); every
+        failure as an Outcome of the removal, never raised."""
+        cluster = self._cluster(connection)
+
+        def rebalance() -> DeliberateRebalance:
+            cluster.requests += 4
+            return _client(cluster).rebalance_removing(group_id, member, reason, protocol=protocol,
+                                                       hold_seconds=hold_seconds)  # fmt: skip
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(cluster.worker, rebalance)
+        except GroupClientError as exc:
+            return DeliberateRebalance(exc.outcome, exc.outcome, rejoined=False)
+        except (KafkaException, RuntimeError, OSError) as exc:
+            log.warning("rebalance %s removing %s: %s", group_id, member.member_id, _one_line(exc))
+            failed = classify(Api.LEAVE_GROUP, TRANSPORT_ERROR)
+            return DeliberateRebalance(failed, failed, rejoined=False)
 
     async def subscriptions(self, connection: KafkaConnection, group_id: str) -> tuple[str, ...] | None:
         """The topics the group's members subscribe to (classic groups; one DescribeGroups); None when unknown."""

@@ -35,6 +35,8 @@ from vigil_sidecar.bridge import engine as bridge
 
 log = logging.getLogger(__name__)
 Post = Callable[[Notice], None]
+RESUBSCRIBE_HOLD_SECONDS = 30.0
+"""The longest the deliberate rebalance waits for the removed member (it is back within a heartbeat interval)."""
 
 
 @dataclass
@@ -241,9 +243,16 @@ class Runtime:
             return done
         member = min(facts.view.members, key=lambda m: (m.instance_id or "", m.member_id))
         reason = f"vigil: subscriptions changed across the rollout ({change}): one rebalance assigns them"
-        outcome = await self.brokers.remove(connection, spec.group_id, member.member_id, member.instance_id, reason)
-        kind = "Normal" if outcome.reaction is Reaction.DONE else "Warning"
-        post(Notice(kind, "SubscriptionRebalance", f"{reason} (removed {member.member_id}: {outcome.name})"))
+        limits = facts.limits
+        hold = min(max(RESUBSCRIBE_HOLD_SECONDS, limits.min_session_ms / 1000), limits.max_session_ms / 1000)
+        held = await self.brokers.rebalance_removing(connection, spec.group_id, member, reason,
+                                                      protocol=facts.view.assignor, hold_seconds=hold)  # fmt: skip
+        outcome = held.removal
+        kind = "Normal" if outcome.reaction is Reaction.DONE and held.rejoined else "Warning"
+        back = "it rejoined within the same rebalance" if held.rejoined else (
+            f"not back within {hold:.0f}s: its return may rebalance again" if held.hold.reaction is Reaction.DONE
+            else f"the join could not be held open for it ({held.hold.name})")  # fmt: skip
+        post(Notice(kind, "SubscriptionRebalance", f"{reason} (removed {member.member_id}: {outcome.name}; {back})"))
         return done.model_copy(update={"message": f"{done.message}; subscriptions {change}: one rebalance"})
 
     async def _begin_step(

@@ -15,6 +15,7 @@ from vigil_core.kafka.model import GroupState, GroupType, GroupView, TopicPartit
 from vigil_core.kafka.outcomes import Reaction
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
+from vigil_dev.testing.broker_log import generations
 from vigil_dev.testing.waiting import bound, wait_for
 
 pytestmark = pytest.mark.integration
@@ -167,6 +168,44 @@ def test_scale_down_removes_a_departed_static_member_by_instance_id(kafka: Kafka
         assert set(_members_by_instance(client.describe(group))) == {"pod-0"}
     finally:
         kept.close()
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
+def test_a_deliberate_rebalance_has_the_removed_member_back_in_one_generation(
+    kafka: KafkaCluster, client: GroupClient, static: bool
+) -> None:
+    """Plain compare-and-remove races: if the others rejoin before the removed member notices (its next
+    heartbeat), the join completes without it and its return is a second generation. The pending member holds the
+    join open, so every round is exactly one generation with every member in it (counted from the broker's log)."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("deliberate"), partitions=4)
+    group = clients.unique("g-deliberate")
+    timing: clients.ClientConfig = {"session.timeout.ms": 10000, "heartbeat.interval.ms": 3000}
+    members = [
+        clients.Member(conn, group, [topic], f"pod-{i}", extra=timing | (_static(f"pod-{i}", 10000) if static else {}))
+        for i in range(3)
+    ]  # fmt: skip
+    try:
+        for m in members:
+            m.start()
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 3, timeout=60, what="3 members stable")
+        for round_ in range(3):
+            settled = generations(kafka, group)
+            view = client.describe(group, subscriptions=False)
+            chosen = sorted(view.members, key=lambda m: m.member_id)[round_ % 3]
+            done = client.rebalance_removing(group, chosen, "test: one deliberate rebalance", protocol=view.assignor,
+                                             hold_seconds=20)  # fmt: skip
+            assert (done.removal.reaction, done.hold.reaction, done.rejoined) == (Reaction.DONE, Reaction.DONE, True)
+            wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 3, timeout=30,
+                     what=f"round {round_}: 3 members stable again")  # fmt: skip
+            time.sleep(4)  # one heartbeat interval and a margin: a second generation would be logged by now
+            after = generations(kafka, group)
+            assert len(after) == len(settled) + 1, (round_, settled, after)
+            if static:
+                assert chosen.instance_id in {m.instance_id for m in client.describe(group).members}
+    finally:
+        for m in members:
+            m.close()
 
 
 def test_heartbeats_keep_a_static_member_past_its_session_timeout(kafka: KafkaCluster, client: GroupClient) -> None:

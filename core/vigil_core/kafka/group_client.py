@@ -31,6 +31,7 @@ from vigil_core.rules import BrokerLimits
 REASON_PREFIX = "vigil: "
 GROUP_SESSION_CONFIG = "consumer.session.timeout.ms"
 GROUP_HEARTBEAT_CONFIG = "consumer.heartbeat.interval.ms"
+REJOIN_POLL_SECONDS = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +47,16 @@ class GroupTimings:
 _UNSUPPORTED_VERSION = 35
 #: KIP-848 groups can have members removed by a third party only from Kafka 4.0 on (KAFKA-18188).
 KIP848_REMOVAL_SINCE = (4, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeliberateRebalance:
+    removal: Outcome
+    """The compare-and-remove of the chosen member."""
+    hold: Outcome
+    """The pending member's JoinGroup: DONE when the join phase was held open for the member's return."""
+    rejoined: bool
+    """The member was back before the hold ended (one rebalance, the member in it)."""
 
 
 class GroupClientError(Exception):
@@ -272,6 +283,46 @@ class GroupClient:
                 f"{'.'.join(map(str, self._wire.broker_version()))}",
             )
         return self._leave(group_id, wire.LeaveIdentity(member_id, instance_id, _reason(reason)))
+
+    def rebalance_removing(
+        self, group_id: str, member: MemberView, reason: str, *, protocol: str, hold_seconds: float
+    ) -> DeliberateRebalance:
+        """One deliberate rebalance with the removed member back in it: compare-and-remove `member` while a pending
+        member (JoinGroup v4+ without an id, answered MEMBER_ID_REQUIRED) holds the join phase open, until the
+        member has rejoined — a static one under its instance id with a new member id, a dynamic one as one more
+        member — or `hold_seconds` pass; then the pending member leaves and the join completes. Without the
+        hold the others can finish the join first and the member's return starts a second rebalance."""
+        before = len(self.describe(group_id, subscriptions=False).members)
+        pending: list[str] = []
+
+        def pend(node: int) -> int:
+            code, member_id = self._wire.join_pending(node, group_id, protocol, int(hold_seconds * 1000))
+            pending[:] = [member_id]
+            return code
+
+        held = self._at_coordinator(Api.JOIN_GROUP, group_id, pend)
+        door = pending[0] if held.reaction is Reaction.DONE and pending else ""
+        removal = self.remove_member(group_id, member.member_id, member.instance_id, reason)
+        rejoined = False
+        try:
+            if door and removal.reaction is Reaction.DONE:
+                rejoined = self._await_rejoin(group_id, member, before, time.monotonic() + hold_seconds)
+        finally:
+            if door:
+                self._leave(group_id, wire.LeaveIdentity(door, None, _reason("the removed member is back")))
+        return DeliberateRebalance(removal, held, rejoined)
+
+    def _await_rejoin(self, group_id: str, member: MemberView, before: int, deadline: float) -> bool:
+        while time.monotonic() < deadline:
+            view = self.describe(group_id, subscriptions=False)
+            if member.instance_id is not None:
+                now_held = {m.instance_id: m.member_id for m in view.members}.get(member.instance_id)
+                if now_held not in (None, member.member_id):
+                    return True
+            elif len(view.members) >= before:
+                return True
+            self._sleep(REJOIN_POLL_SECONDS)
+        return False
 
     def remove_departed_static(self, group_id: str, instance_id: str, reason: str) -> Outcome:
         """Remove whoever holds `instance_id` now: only for static members that are gone for good (scale-down)."""

@@ -68,6 +68,8 @@ class Api(StrEnum):
     """A KIP-848 group's own session timeout, raised for a coordinated restart and restored after it."""
     DESCRIBE_CLUSTER = "DescribeCluster"
     """The cluster id (the operator tells clusters apart by it)."""
+    JOIN_GROUP = "JoinGroup"
+    """A pending member that keeps a deliberate rebalance's join phase open until the removed member is back."""
 
 
 class Reaction(StrEnum):
@@ -130,8 +132,10 @@ _KAFKA_ERRORS: Final[Mapping[int, tuple[str, bool]]] = {
     15: ("COORDINATOR_NOT_AVAILABLE", True),
     16: ("NOT_COORDINATOR", True),
     22: ("ILLEGAL_GENERATION", False),
+    23: ("INCONSISTENT_GROUP_PROTOCOL", False),
     24: ("INVALID_GROUP_ID", False),
     25: ("UNKNOWN_MEMBER_ID", False),
+    26: ("INVALID_SESSION_TIMEOUT", False),
     27: ("REBALANCE_IN_PROGRESS", False),
     29: ("TOPIC_AUTHORIZATION_FAILED", False),
     30: ("GROUP_AUTHORIZATION_FAILED", False),
@@ -151,7 +155,7 @@ _KAFKA_ERRORS: Final[Mapping[int, tuple[str, bool]]] = {
 _CODES: Final[Mapping[str, int]] = {name: code for code, (name, _) in _KAFKA_ERRORS.items()}
 
 _ALL: Final = tuple(Api)
-_COORDINATED: Final = (Api.DESCRIBE_GROUP, Api.LEAVE_GROUP, Api.HEARTBEAT, Api.OFFSET_FETCH)
+_COORDINATED: Final = (Api.DESCRIBE_GROUP, Api.LEAVE_GROUP, Api.HEARTBEAT, Api.OFFSET_FETCH, Api.JOIN_GROUP)
 """Requests the group coordinator answers."""
 _GROUP: Final = (Api.FIND_COORDINATOR, *_COORDINATED)
 """Requests that name a group (and are authorized against it)."""
@@ -163,6 +167,7 @@ _OFFSETS: Final = (Api.OFFSET_FETCH,)
 _LIST: Final = (Api.LIST_OFFSETS,)
 _CONFIGS: Final = (Api.DESCRIBE_CONFIGS,)
 _ALTER: Final = (Api.ALTER_CONFIGS,)
+_JOIN: Final = (Api.JOIN_GROUP,)
 
 _R = Reaction
 _BACKOFF = "retrying after a backoff"
@@ -243,6 +248,25 @@ _ROWS: Final[tuple[tuple[tuple[Api, ...], str, Reaction, str], ...]] = (
     ),
     (_HEARTBEAT, "FENCED_MEMBER_EPOCH", _R.STOP, "The coordinator fenced the member: bridging ends."),
     (_HEARTBEAT, "UNRELEASED_INSTANCE_ID", _R.STOP, "The instance id is held by another member: bridging ends."),
+    # a pending member holding a deliberate rebalance open
+    (
+        _JOIN,
+        "MEMBER_ID_REQUIRED",
+        _R.DONE,
+        "The coordinator registered the pending member: no join phase completes until it joins or leaves.",
+    ),
+    (
+        _JOIN,
+        "INCONSISTENT_GROUP_PROTOCOL",
+        _R.REPORT,
+        "The group's protocol changed under vigil: the rebalance goes ahead without holding the join open.",
+    ),
+    (
+        _JOIN,
+        "INVALID_SESSION_TIMEOUT",
+        _R.REPORT,
+        "The broker refused the pending member's session timeout: the rebalance goes ahead without it.",
+    ),
     # committed offsets
     (_OFFSETS, "UNSTABLE_OFFSET_COMMIT", _R.RETRY_BACKOFF, f"A transaction holds pending offsets: {_BACKOFF}."),
     (_OFFSETS, "GROUP_ID_NOT_FOUND", _R.REPORT, "The group has no committed offsets: no lag to judge, no action."),

@@ -1,6 +1,6 @@
 """The requests confluent-kafka cannot send, over kafka-python (pinned): FindCoordinator, LeaveGroup v3-v5
-(per-member identities with KIP-800 reasons), Heartbeat v3+ (on behalf of a static member), and
-DescribeGroups for the classic consumer protocol metadata (subscriptions).
+(per-member identities with KIP-800 reasons), Heartbeat v3+ (on behalf of a static member), JoinGroup v4+ (a
+pending member only), and DescribeGroups for the classic consumer protocol metadata (subscriptions).
 
 Only this module imports kafka-python. It returns raw error codes; `outcomes.classify` decides what they
 mean. Transport failures become `outcomes.TRANSPORT_ERROR`.
@@ -13,7 +13,7 @@ from typing import Any
 import kafka.errors
 from kafka import KafkaAdminClient
 from kafka.protocol.admin import DescribeGroupsRequest
-from kafka.protocol.consumer import HeartbeatRequest, LeaveGroupRequest
+from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from kafka.protocol.metadata import FindCoordinatorRequest
 
@@ -31,6 +31,10 @@ _TRANSPORT = (
     ConnectionError,
     TimeoutError,
 )
+
+
+_NO_SUBSCRIPTION = ConsumerProtocolSubscription(topics=[]).encode(version=0)
+"""A pending member's metadata: never assigned anything (it never joins), but well-formed all the same."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,27 @@ class GroupWire:
             response.error_code,
             tuple((m.member_id, m.group_instance_id, m.error_code) for m in response.members),
         )
+
+    def join_pending(self, coordinator: int, group_id: str, protocol: str, session_ms: int) -> tuple[int, str]:
+        """A JoinGroup v4+ with neither member id nor instance id: the coordinator answers MEMBER_ID_REQUIRED with a
+        new id and keeps it pending for `session_ms` — no join phase completes while a member is pending. Returns
+        (error code, member id); the id is never used to join, only to leave."""
+        request = JoinGroupRequest(
+            group_id=group_id,
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=session_ms,
+            member_id="",
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=protocol, metadata=_NO_SUBSCRIPTION)],
+            reason="vigil: holding a deliberate rebalance open for the removed member",
+            min_version=4,
+        )
+        try:
+            response = self._send(request, coordinator)
+        except _TRANSPORT:
+            return TRANSPORT_ERROR, ""
+        return int(response.error_code), str(response.member_id or "")
 
     def heartbeat(
         self, coordinator: int, group_id: str, generation: int, member_id: str, instance_id: str | None
