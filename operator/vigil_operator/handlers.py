@@ -173,6 +173,13 @@ def departures_removed(*, memo: Any, **_: Any) -> int:
     return runtime.departures_removed if isinstance(runtime, Runtime) else 0
 
 
+@kopf.on.probe(id="departures_deferred")
+def departures_deferred(*, memo: Any, **_: Any) -> int:
+    """Removals the eviction budget held back: a crash-looping static member while the group's budget is spent."""
+    runtime = memo.get("runtime")
+    return runtime.departures_deferred if isinstance(runtime, Runtime) else 0
+
+
 @kopf.on.probe(id="kafka_requests")
 def kafka_requests(*, memo: Any, **_: Any) -> int:
     """Broker requests vigil asked for since start: describe, offset fetch and end offsets per resync, cluster id and

@@ -32,6 +32,8 @@ from vigil_operator.k8s.api import KubeApi, KubeError
 from vigil_operator.rollouts import Rollouts, StepRefusedError
 from vigil_operator.settings import OperatorSettings
 from vigil_sidecar.bridge import engine as bridge
+from vigil_sidecar.budget import lease_api, ledger
+from vigil_sidecar.budget.lease_api import BudgetUnavailable
 
 log = logging.getLogger(__name__)
 Post = Callable[[Notice], None]
@@ -56,6 +58,8 @@ class Runtime:
     rollouts: Rollouts = field(default_factory=Rollouts)
     departures_removed: int = 0
     """Members removed at once because their consumer was provably gone (domain.departures)."""
+    departures_deferred: int = 0
+    """Removals the eviction budget held back (a crash-looping member while the budget is spent)."""
 
     async def sync(
         self, body: Mapping[str, Any], pods: Iterable[PodFacts], others: Iterable[claims.Claim], post: Post
@@ -135,6 +139,8 @@ class Runtime:
         crashed = self._crash_removed.setdefault(uid, {})
         for gone in departures.departures(spec, sightings, present, pods, replicas=replicas, crash_removed=crashed,
                                           now=now):  # fmt: skip
+            if not await self._budget_allows(namespace, spec, gone, post):
+                continue
             outcome = await self.brokers.remove(connection, spec.group_id, gone.member_id, gone.instance_id,
                                                 gone.reason)  # fmt: skip
             log.info("%s: removing member %s (%s): %s", spec.group_id, gone.member_id, gone.reason, outcome.name)
@@ -156,6 +162,27 @@ class Runtime:
             else:
                 message = f"could not remove member {gone.member_id} ({gone.reason}): {outcome.name}: {outcome.message}"
                 post(Notice("Warning", "MemberRemovalFailed", message))
+
+    async def _budget_allows(self, namespace: str, spec: ConsumerGroupSpec, gone: departures.Departure,
+                             post: Post) -> bool:  # fmt: skip
+        """Record the removal in the group's eviction budget (the sidecars' Lease). A member proven gone is removed
+        whatever the budget says, and even when the Lease cannot be read; one that may come back (crash loop)
+        waits for room, and for a readable Lease."""
+        proven = gone.cause != "crash-loop"
+        answer = await lease_api.request_removal(
+            self.kube.budget_store(namespace, spec.group_id), gone.pod or gone.member_id, gone.member_id,
+            proven_gone=proven, max_concurrent=spec.liveness.max_concurrent_evictions, cooldown=spec.liveness.cooldown,
+        )  # fmt: skip
+        if isinstance(answer, ledger.Permit):
+            return True
+        if isinstance(answer, BudgetUnavailable) and proven:
+            log.warning("%s: removal of %s not recorded in the budget (%s): %s", spec.group_id, gone.member_id,
+                        answer.cause, answer.message)  # fmt: skip
+            return True
+        self.departures_deferred += 1
+        post(Notice("Warning", "MemberRemovalDeferred", f"member {gone.member_id} ({gone.reason}) not removed yet:"
+                    f" eviction budget: {answer.message}"))  # fmt: skip
+        return False
 
     async def _workload(
         self, namespace: str, spec: ConsumerGroupSpec
@@ -366,8 +393,7 @@ class Runtime:
         if feed is None:
             feed = self.feeds[connection] = EventFeed(connection, self.settings.events_topic)
         live = spec.liveness
-        cooldown = live.cooldown_seconds or 2 * live.stall_timeout_seconds
-        window = timedelta(seconds=cooldown + live.stall_timeout_seconds + self.settings.resync_seconds)
+        window = timedelta(seconds=live.cooldown + live.stall_timeout_seconds + self.settings.resync_seconds)
         present = [m.member_id for m in facts.view.members]
         return feed.book().current(spec.group_id, present, now, window)
 

@@ -20,10 +20,12 @@ import pytest
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import broker_lines
+from vigil_dev.testing.budget import read_ledger
 from vigil_dev.testing.e2e import ConsumerSet, events_for, status_of
 from vigil_dev.testing.kube_fixtures import Fakelet, Kube, container_pid
 from vigil_dev.testing.operator import RunningOperator
 from vigil_dev.testing.waiting import wait_for
+from vigil_sidecar.budget import ledger as lg
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
 
@@ -156,6 +158,10 @@ def test_scaling_a_static_group_down_removes_the_departed_members_at_once(
     removed = wait_for(lambda: [e for e in events_for(kube, g.namespace, g.name) if e["reason"] == "MemberRemoved"],
                        lambda es: len(es) == 2, timeout=15, what="two MemberRemoved Events")  # fmt: skip
     assert all("scaled away" in e["message"] for e in removed)
+    # recorded in the group's eviction budget (proven gone: never refused by it)
+    permits = read_ledger(kube, g.namespace, lg.lease_name(g.group)).permits
+    assert {(p.pod, p.member_id) for p in permits} == {(f"{g.name}-{i}", members[f"{g.name}-{i}"]["memberId"])
+                                                       for i in (2, 3)}  # fmt: skip
 
 
 def test_a_crash_looping_static_member_is_removed_once_per_window(
@@ -183,5 +189,8 @@ def test_a_crash_looping_static_member_is_removed_once_per_window(
         assert left_by_vigil(kafka, s.group) == removed  # at most once per window (10 minutes), whatever the loops
         events = [e for e in events_for(kube, s.namespace, s.name) if e["reason"] == "MemberRemoved"]
         assert len(events) == 1, events
+        # a member that may come back needs room in the group's eviction budget: its permit is in the Lease
+        permits = read_ledger(kube, s.namespace, lg.lease_name(s.group)).permits
+        assert [(p.pod, p.member_id) for p in permits] == [("orders-1", next(iter(removed)))]
     finally:
         s.close()

@@ -12,6 +12,7 @@ import pytest
 
 from vigil_dev.testing.budget import Budget, create_lease, provision_budget
 from vigil_dev.testing.kube_fixtures import Kube
+from vigil_operator.k8s.api import KubeApi
 from vigil_sidecar.budget import ledger as lg
 from vigil_sidecar.budget.lease_api import (
     BudgetPolicy,
@@ -19,6 +20,7 @@ from vigil_sidecar.budget.lease_api import (
     LeaseApi,
     publish,
     request_permit,
+    request_removal,
 )
 from vigil_sidecar.budget.ledger import Permit, Refusal
 
@@ -204,3 +206,40 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_the_operators_removals_share_the_sidecars_budget(kube: Kube, namespace: str) -> None:
+    """The operator writes through its own API client (`KubeApi.budget_store`) into the same Lease: a crash-loop
+    removal it records spends the budget a sidecar then asks from, under the same compare-and-swap."""
+    group = f"orders-{namespace}"
+    budget = provision_budget(kube, namespace, lg.lease_name(group))
+    operator = KubeApi(kube.api)
+    now, clock = fake_clock(time.time())
+
+    async def run() -> tuple[Any, ...]:
+        store = operator.budget_store(namespace, group)
+        removal = await request_removal(store, "pod-3", "m-3", proven_gone=False, max_concurrent=1, cooldown=60.0,
+                                        clock=clock)  # fmt: skip
+        second = await request_removal(store, "pod-2", "m-2", proven_gone=False, max_concurrent=1, cooldown=60.0,
+                                       clock=clock)  # fmt: skip
+        gone = await request_removal(store, "pod-1", "m-1", proven_gone=True, max_concurrent=1, cooldown=60.0,
+                                     clock=clock)  # fmt: skip
+        async with budget.api() as sidecar, budget.api(admin=True) as admin:
+            for pod in HEALTHY:
+                await publish(admin, pod, 0.5, stall_timeout=STALL, clock=clock)
+            now[0] += 5
+            asked = await request_permit(sidecar, "pod-a", "m-a", 40.0, POLICY, clock=clock)
+        missing = await request_removal(operator.budget_store(namespace, "no-such-group"), "pod-0", "m-0",
+                                        proven_gone=False, max_concurrent=1, cooldown=60.0, clock=clock)  # fmt: skip
+        return removal, second, gone, asked, missing
+
+    removal, second, gone, asked, missing = asyncio.run(run())
+    assert isinstance(removal, Permit)
+    assert isinstance(second, Refusal)
+    assert second.cause == "budget"
+    assert isinstance(gone, Permit)  # proven gone: recorded, never refused
+    assert isinstance(asked, Refusal)
+    assert asked.cause == "budget"
+    assert isinstance(missing, BudgetUnavailable)
+    assert missing.cause == "no-lease"
+    assert [(p.pod, p.member_id) for p in budget.ledger().permits] == [("pod-3", "m-3"), ("pod-1", "m-1")]

@@ -334,3 +334,88 @@ def test_lease_name_is_a_valid_kubernetes_name_for_any_group() -> None:
     names = {lg.lease_name(g) for g in ("orders", "Orders", "a/b:c" * 80, "")}
     assert len(names) == 4
     assert all(re.fullmatch(r"vigil-budget-[0-9a-f]{16}", n) for n in names)
+
+
+# -- the operator's removals share the budget ------------------------------------------------------------------------
+
+# (case, permits already granted (pod, member, seconds before NOW), proven gone, max_concurrent, expected, retry)
+REMOVALS: list[tuple[str, tuple[tuple[str, str, float], ...], bool, int, str, Any]] = [
+    ("crash loop, budget free: permit", (), False, 1, "permit", None),
+    ("crash loop, a stall eviction in the cooldown: budget", (("x", "m-x", 10.0),), False, 1, "budget", 50.0),
+    ("crash loop, that eviction's cooldown is over: permit", (("x", "m-x", 60.0),), False, 1, "permit", None),
+    ("crash loop, max 2 with one used: permit", (("x", "m-x", 10.0),), False, 2, "permit", None),
+    ("pod gone, budget spent: still a permit (it is leaving anyway)", (("x", "m-x", 10.0),), True, 1, "permit", None),
+    ("pod gone, max 0: still a permit", (), True, 0, "permit", None),
+    ("crash loop, max 0: never", (), False, 0, "budget", None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "held", "proven", "max_concurrent", "expected", "retry"), REMOVALS,
+                         ids=[r[0] for r in REMOVALS])  # fmt: skip
+def test_decide_removal_table(  # noqa: PLR0917 - one parameter per table column
+    case: str, held: tuple[tuple[str, str, float], ...], proven: bool, max_concurrent: int, expected: str, retry: Any
+) -> None:
+    ledger = ledger_of({"b": (1.0, 0.0)}, held)
+    decision = lg.decide_removal(ledger, "pod-3", NOW, member_id="m-3", proven_gone=proven,
+                                 max_concurrent=max_concurrent, cooldown=60.0)  # fmt: skip
+    if expected == "permit":
+        assert isinstance(decision, Permit), case
+        assert decision.ledger.permits[-1] == PermitRecord("pod-3", "m-3", NOW)
+        assert decision.ledger.members == ledger.members  # the operator publishes no poll age
+    else:
+        assert isinstance(decision, Refusal), case
+        assert decision.cause == expected
+        assert decision.retry_at == (None if retry is None else NOW + retry)
+        assert decision.ledger.permits == tuple(p for p in ledger.permits if NOW - p.granted < 60.0)
+
+
+def test_a_removal_counts_against_the_sidecars_next_eviction() -> None:
+    """One budget: a crash-loop removal by the operator spends it for a sidecar's stall eviction in the cooldown."""
+    removed = lg.decide_removal(ledger_of({}), "pod-3", NOW, member_id="m-3", proven_gone=False, max_concurrent=1,
+                                cooldown=60.0)  # fmt: skip
+    assert isinstance(removed, Permit)
+    later = NOW + 5
+    asking = lg.publish(lg.loads(lg.dumps(removed.ledger)), "a", 40.0, later, stall_timeout=STALL)
+    asking = lg.publish(asking, "b", 1.0, later, stall_timeout=STALL)
+    asking = lg.publish(asking, "c", 1.0, later, stall_timeout=STALL)
+    decision = lg.decide_permit(asking, "a", STALL, later, member_id="m-a", **POLICY)
+    assert isinstance(decision, Refusal)
+    assert decision.cause == "budget"
+    assert decision.retry_at == NOW + 60.0
+
+
+def test_a_retried_removal_gets_its_permit_back() -> None:
+    first = lg.decide_removal(ledger_of({}), "pod-3", NOW, member_id="m-3", proven_gone=False, max_concurrent=1,
+                              cooldown=60.0)  # fmt: skip
+    assert isinstance(first, Permit)
+    again = lg.decide_removal(first.ledger, "pod-3", NOW + 2, member_id="m-3", proven_gone=False, max_concurrent=1,
+                              cooldown=60.0)  # fmt: skip
+    assert isinstance(again, Permit)
+    assert again.reused
+    assert again.ledger.permits == first.ledger.permits
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.lists(st.tuples(st.integers(0, 30_000), st.integers(0, 4), st.booleans()), min_size=1, max_size=40),
+    max_concurrent=st.integers(0, 3),
+    cooldown=st.integers(1, 90),
+)
+def test_removals_that_may_come_back_never_exceed_the_budget(
+    steps: list[tuple[int, int, bool]], max_concurrent: int, cooldown: int
+) -> None:
+    """Any mix of proven and unproven removals: the unproven ones granted within any cooldown window, together
+    with every permit recorded before them in it, never exceed `max_concurrent`; proven ones are never refused."""
+    text, now = "", NOW
+    recorded: list[tuple[float, bool]] = []
+    for dt, pod, proven in steps:
+        now = round(now + dt / 1000, 3)
+        decision = lg.decide_removal(lg.loads(text), f"pod-{pod}", now, member_id=f"m-{pod}", proven_gone=proven,
+                                     max_concurrent=max_concurrent, cooldown=cooldown)  # fmt: skip
+        if proven:
+            assert isinstance(decision, Permit)
+        if isinstance(decision, Permit) and not decision.reused:
+            in_window = [t for t, _ in recorded if now - t < cooldown]
+            assert proven or len(in_window) < max_concurrent
+            recorded.append((now, proven))
+        text = lg.dumps(decision.ledger)

@@ -38,10 +38,15 @@ class Budget:
         return path
 
     def ledger(self) -> lg.Ledger:
-        obj = self.kube.dynamic.resources.get(api_version="coordination.k8s.io/v1", kind="Lease").get(
-            name=self.lease, namespace=self.namespace
-        )
-        return lg.loads((obj.to_dict()["metadata"].get("annotations") or {}).get(lg.ANNOTATION))
+        return read_ledger(self.kube, self.namespace, self.lease)
+
+
+def read_ledger(kube: Kube, namespace: str, lease: str) -> lg.Ledger:
+    """The budget ledger stored in a Lease, as the sidecars and the operator wrote it."""
+    obj = kube.dynamic.resources.get(api_version="coordination.k8s.io/v1", kind="Lease").get(
+        name=lease, namespace=namespace
+    )
+    return lg.loads((obj.to_dict()["metadata"].get("annotations") or {}).get(lg.ANNOTATION))
 
 
 def create_lease(kube: Kube, namespace: str, name: str) -> None:

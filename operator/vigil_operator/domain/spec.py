@@ -130,6 +130,11 @@ class Liveness(_Spec):
             return self.action
         return StallAction.ALERT if self.signal is Signal.PROGRESS else StallAction.LEAVE_GROUP
 
+    @property
+    def cooldown(self) -> float:
+        """The eviction budget's window (the sidecar's `SidecarSettings.cooldown` has the same default)."""
+        return self.cooldown_seconds if self.cooldown_seconds is not None else 2 * self.stall_timeout_seconds
+
 
 class Client(_Spec):
     """The timings the app's consumer is configured with (unset: the client's default applies)."""

@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from vigil_operator.domain.rollout import RESTART_ANNOTATION, SetFacts
 from vigil_operator.domain.spec import API_GROUP, KIND, PLURAL, VERSION
 from vigil_sidecar.budget import ledger
+from vigil_sidecar.budget.lease_api import BudgetUnavailable, UnavailableError, answer_for
 
 FIELD_MANAGER: Final = "vigil-operator"
 MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "vigil-operator"}
@@ -120,6 +121,10 @@ class KubeApi:
             await self._call(f"{kind} for the eviction budget of ConsumerGroup {namespace}/{cr_name}", call)
         return lease
 
+    def budget_store(self, namespace: str, group_id: str) -> "BudgetLease":
+        """The group's budget Lease, read and replaced with the operator's credentials (`lease_api.LeaseStore`)."""
+        return BudgetLease(self._coordination, namespace, ledger.lease_name(group_id))
+
     async def secret_value(self, namespace: str, name: str, key: str) -> bytes:
         """One key of a Secret; KubeError names the Secret and key when either is missing."""
         secret = await self._call(
@@ -172,6 +177,44 @@ class KubeApi:
             raise KubeError(f"{what}: {exc.status} {_reason(exc)}", exc.status) from None
         except OSError as exc:
             raise KubeError(f"{what}: the API server is unreachable ({exc})") from None
+
+
+class BudgetLease:
+    """`lease_api.LeaseStore` over the kubernetes client: the operator's removals share the sidecars' budget."""
+
+    def __init__(self, coordination: Any, namespace: str, lease_name: str) -> None:
+        self._coordination = coordination
+        self.namespace = namespace
+        self.lease_name = lease_name
+
+    async def read(self) -> dict[str, Any]:
+        read = self._coordination.read_namespaced_lease
+        return await self._raw(lambda: read(self.lease_name, self.namespace, _preload_content=False)) or {}
+
+    async def replace(self, lease: dict[str, Any]) -> dict[str, Any] | None:
+        put = self._coordination.replace_namespaced_lease
+        return await self._raw(lambda: put(self.lease_name, self.namespace, lease, _preload_content=False))
+
+    async def _raw(self, call: Any) -> dict[str, Any] | None:
+        try:
+            response = await asyncio.to_thread(call)
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            body = _json(exc.body)
+            raise UnavailableError(answer_for(int(exc.status or 0), body, self)) from None
+        except OSError as exc:
+            where = f"lease {self.namespace}/{self.lease_name}"
+            raise UnavailableError(BudgetUnavailable("unreachable", f"{where}: {exc}")) from None
+        return _json(response.data)
+
+
+def _json(data: bytes | str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(data or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _reason(exc: ApiException) -> str:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 import aiohttp
 
@@ -66,7 +66,9 @@ class BudgetPolicy:
     freshness: float = DEFAULT_FRESHNESS
 
 
-class _UnavailableError(Exception):
+class UnavailableError(Exception):
+    """Raised by a store's read/replace; `update` turns it into its answer."""
+
     def __init__(self, answer: BudgetUnavailable) -> None:
         super().__init__(answer.message)
         self.answer = answer
@@ -146,10 +148,10 @@ class LeaseApi:
     # -- the two calls ---------------------------------------------------------------------------------------------
 
     async def read(self) -> dict[str, Any]:
-        """GET the Lease (raises `_UnavailableError`)."""
+        """GET the Lease (raises `UnavailableError`)."""
         status, body = await self._call("GET", None)
         if status != 200:
-            raise _UnavailableError(_answer_for(status, body, self))
+            raise UnavailableError(answer_for(status, body, self))
         return body
 
     async def replace(self, lease: dict[str, Any]) -> dict[str, Any] | None:
@@ -159,7 +161,7 @@ class LeaseApi:
             self.conflicts += 1
             return None
         if status != 200:
-            raise _UnavailableError(_answer_for(status, body, self))
+            raise UnavailableError(answer_for(status, body, self))
         self.writes += 1
         return body
 
@@ -178,7 +180,7 @@ class LeaseApi:
                     body = {}
                 return resp.status, body if isinstance(body, dict) else {}
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise _UnavailableError(
+            raise UnavailableError(
                 BudgetUnavailable("unreachable", f"{method} {self.url}: {type(exc).__name__}: {exc}")
             ) from None
 
@@ -187,7 +189,7 @@ class LeaseApi:
             try:
                 return self._token_file.read_text().strip()
             except OSError as exc:
-                raise _UnavailableError(BudgetUnavailable("no-api", f"cannot read {self._token_file}: {exc}")) from None
+                raise UnavailableError(BudgetUnavailable("no-api", f"cannot read {self._token_file}: {exc}")) from None
         return self._token
 
     # -- read, decide, compare-and-swap ------------------------------------------------------------------------------
@@ -195,41 +197,67 @@ class LeaseApi:
     async def update(
         self, change: Callable[[Ledger, float], tuple[Ledger, T]], clock: Callable[[], float]
     ) -> T | BudgetUnavailable:
-        """Apply `change(ledger, now)` → (new ledger, answer) under compare-and-swap; the answer once written.
-
-        Each attempt re-reads and re-decides, so a retried decision is taken on what the winner wrote, never on a
-        stale view. Nothing is written when the ledger is unchanged.
-        """
-        try:
-            for attempt in range(self.max_attempts):
-                lease = await self.read()
-                annotations = lease.setdefault("metadata", {}).get("annotations") or {}
-                current = annotations.get(ANNOTATION)
-                try:
-                    ledger = ledger_rules.loads(current)
-                except LedgerDecodeError as exc:
-                    return BudgetUnavailable("bad-ledger", f"lease {self.namespace}/{self.lease_name}: {exc}")
-                new, answer = change(ledger, clock())
-                if new == ledger:
-                    return answer
-                text = ledger_rules.dumps(new)
-                if text == current:
-                    return answer
-                lease["metadata"]["annotations"] = {**annotations, ANNOTATION: text}
-                if await self.replace(lease) is not None:
-                    return answer
-                await asyncio.sleep(random.uniform(0, 0.02 * 2**attempt))  # noqa: S311 - jitter, not crypto
-        except _UnavailableError as exc:
-            return exc.answer
-        return BudgetUnavailable(
-            "contention", f"lease {self.namespace}/{self.lease_name}: still conflicting after {self.max_attempts} tries"
-        )
+        return await update(self, change, clock, max_attempts=self.max_attempts)
 
 
-def _answer_for(status: int, body: Mapping[str, Any], api: LeaseApi) -> BudgetUnavailable:
+class LeaseStore(Protocol):
+    """Where a group's budget Lease is read and replaced under its resourceVersion: the sidecar's raw HTTP
+    `LeaseApi`, or the operator's own API client. `read`/`replace` raise `UnavailableError`."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def lease_name(self) -> str: ...
+
+    async def read(self) -> dict[str, Any]: ...
+
+    async def replace(self, lease: dict[str, Any]) -> dict[str, Any] | None:
+        """None on 409 Conflict (someone wrote in between)."""
+
+
+async def update(
+    store: LeaseStore,
+    change: Callable[[Ledger, float], tuple[Ledger, T]],
+    clock: Callable[[], float],
+    *,
+    max_attempts: int = 8,
+) -> T | BudgetUnavailable:
+    """Apply `change(ledger, now)` → (new ledger, answer) under compare-and-swap; the answer once written.
+
+    Each attempt re-reads and re-decides, so a retried decision is taken on what the winner wrote, never on a
+    stale view. Nothing is written when the ledger is unchanged.
+    """
+    where = f"lease {store.namespace}/{store.lease_name}"
+    try:
+        for attempt in range(max_attempts):
+            lease = await store.read()
+            annotations = lease.setdefault("metadata", {}).get("annotations") or {}
+            current = annotations.get(ANNOTATION)
+            try:
+                ledger = ledger_rules.loads(current)
+            except LedgerDecodeError as exc:
+                return BudgetUnavailable("bad-ledger", f"{where}: {exc}")
+            new, answer = change(ledger, clock())
+            if new == ledger:
+                return answer
+            text = ledger_rules.dumps(new)
+            if text == current:
+                return answer
+            lease["metadata"]["annotations"] = {**annotations, ANNOTATION: text}
+            if await store.replace(lease) is not None:
+                return answer
+            await asyncio.sleep(random.uniform(0, 0.02 * 2**attempt))  # noqa: S311 - jitter, not crypto
+    except UnavailableError as exc:
+        return exc.answer
+    return BudgetUnavailable("contention", f"{where}: still conflicting after {max_attempts} tries")
+
+
+def answer_for(status: int, body: Mapping[str, Any], api: LeaseStore) -> BudgetUnavailable:
+    """What an HTTP error status from the API server means for the budget."""
     what = f"lease {api.namespace}/{api.lease_name}: HTTP {status}: {body.get('message', '')}".rstrip(": ")
     if status == 403:
-        return BudgetUnavailable("no-permission", f"{what} (the sidecar needs get/update on it)")
+        return BudgetUnavailable("no-permission", f"{what} (vigil needs get/update on it)")
     if status == 404:
         return BudgetUnavailable("no-lease", f"{what} (the operator pre-creates it)")
     return BudgetUnavailable("unreachable", what)
@@ -290,3 +318,26 @@ async def request_permit(
         return decision.ledger, decision
 
     return await api.update(change, clock)
+
+
+async def request_removal(
+    store: LeaseStore,
+    pod: str,
+    member_id: str,
+    *,
+    proven_gone: bool,
+    max_concurrent: int,
+    cooldown: float,
+    clock: Callable[[], float] = time.time,
+) -> Permit | Refusal | BudgetUnavailable:
+    """The operator's removal of a departed member, recorded in (and, unless proven gone, limited by) the budget
+    the sidecars share (`ledger.decide_removal`)."""
+
+    def change(ledger: Ledger, now: float) -> tuple[Ledger, Permit | Refusal]:
+        decision = ledger_rules.decide_removal(
+            ledger, pod, now, member_id=member_id, proven_gone=proven_gone, max_concurrent=max_concurrent,
+            cooldown=cooldown,
+        )  # fmt: skip
+        return decision.ledger, decision
+
+    return await update(store, change, clock)

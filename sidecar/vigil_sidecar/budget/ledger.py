@@ -215,18 +215,61 @@ def decide_permit(
             seen,
             retry_at=asked + settle,
         )
-    if len(permits) >= max_concurrent:
-        return Refusal(
-            "budget",
-            f"{len(permits)} eviction(s) already granted in this group within the {cooldown:g}s cooldown "
-            f"(maxConcurrentEvictions {max_concurrent})",
-            ledger,
-            seen,
-            retry_at=permits[-max_concurrent].granted + cooldown if max_concurrent > 0 else None,
-        )
+    over = _over_budget(ledger, permits, seen, max_concurrent, cooldown)
+    if over is not None:
+        return over
     granted = PermitRecord(pod, member_id, now)
     ledger = replace(ledger, members={**ledger.members, pod: replace(entry, asked=None)}, permits=(*permits, granted))
     return Permit(pod, member_id, now, ledger, seen)
+
+
+def decide_removal(
+    ledger: Ledger,
+    pod: str,
+    now: float,
+    *,
+    member_id: str,
+    proven_gone: bool,
+    max_concurrent: int,
+    cooldown: float,
+    freshness: float = DEFAULT_FRESHNESS,
+) -> Permit | Refusal:
+    """May the operator remove `member_id` of `pod` now? Its removals share the sidecars' budget.
+
+    A member whose consumer is proven gone (pod deleted, container ended, scaled down) is always permitted: it
+    is leaving anyway at its session timeout, and removing it now brings that rebalance forward rather than
+    adding one. Its permit is still recorded, so stall evictions within the cooldown count it. A member that may
+    come back (a crash-looping static member) needs room in the budget like any eviction. No settle delay and
+    no systemic-stall check: those judge poll ages, and the operator removes for other evidence.
+    """
+    now = _ms(now)
+    permits = tuple(sorted((p for p in ledger.permits if now - p.granted < cooldown), key=lambda p: p.granted))
+    members = {p: e for p, e in ledger.members.items() if _fresh(e, now, freshness)}
+    ledger = replace(ledger, members=members, permits=permits)
+    seen = Count(0, len(members))
+    for held in permits:
+        if held.pod == pod and held.member_id == member_id:
+            return Permit(pod, member_id, held.granted, ledger, seen, reused=True)
+    over = None if proven_gone else _over_budget(ledger, permits, seen, max_concurrent, cooldown)
+    if over is not None:
+        return over
+    ledger = replace(ledger, permits=(*permits, PermitRecord(pod, member_id, now)))
+    return Permit(pod, member_id, now, ledger, seen)
+
+
+def _over_budget(
+    ledger: Ledger, permits: tuple[PermitRecord, ...], seen: Count, max_concurrent: int, cooldown: float
+) -> Refusal | None:
+    if len(permits) < max_concurrent:
+        return None
+    return Refusal(
+        "budget",
+        f"{len(permits)} eviction(s) already granted in this group within the {cooldown:g}s cooldown "
+        f"(maxConcurrentEvictions {max_concurrent})",
+        ledger,
+        seen,
+        retry_at=permits[-max_concurrent].granted + cooldown if max_concurrent > 0 else None,
+    )
 
 
 def should_publish(
