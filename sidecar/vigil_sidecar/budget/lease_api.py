@@ -299,11 +299,11 @@ async def request_permit(
     "settle" says to ask again at `retry_at`.
     """
 
-    def change(ledger: Ledger, now: float) -> tuple[Ledger, Permit | Refusal]:
+    def decide(ledger: Ledger, now: float) -> Permit | Refusal:
         published = ledger_rules.publish(
             ledger, pod, poll_age, now, stall_timeout=policy.stall_timeout, freshness=policy.freshness
         )
-        decision = ledger_rules.decide_permit(
+        return ledger_rules.decide_permit(
             published,
             pod,
             policy.stall_timeout,
@@ -315,9 +315,8 @@ async def request_permit(
             settle=policy.settle,
             freshness=policy.freshness,
         )
-        return decision.ledger, decision
 
-    return await api.update(change, clock)
+    return await update(api, _recorded(decide), clock, max_attempts=api.max_attempts)
 
 
 async def request_removal(
@@ -333,11 +332,22 @@ async def request_removal(
     """The operator's removal of a departed member, recorded in (and, unless proven gone, limited by) the budget
     the sidecars share (`ledger.decide_removal`)."""
 
-    def change(ledger: Ledger, now: float) -> tuple[Ledger, Permit | Refusal]:
-        decision = ledger_rules.decide_removal(
+    def decide(ledger: Ledger, now: float) -> Permit | Refusal:
+        return ledger_rules.decide_removal(
             ledger, pod, now, member_id=member_id, proven_gone=proven_gone, max_concurrent=max_concurrent,
             cooldown=cooldown,
         )  # fmt: skip
+
+    return await update(store, _recorded(decide), clock)
+
+
+def _recorded(
+    decide: Callable[[Ledger, float], Permit | Refusal],
+) -> Callable[[Ledger, float], tuple[Ledger, Permit | Refusal]]:
+    """A decision as an `update` change: its ledger is written, the decision is the answer."""
+
+    def change(ledger: Ledger, now: float) -> tuple[Ledger, Permit | Refusal]:
+        decision = decide(ledger, now)
         return decision.ledger, decision
 
-    return await update(store, change, clock)
+    return change
