@@ -23,7 +23,7 @@ from vigil_core.kafka.outcomes import Reaction
 from vigil_core.kafka.security import KafkaConnection
 from vigil_operator import credentials
 from vigil_operator.brokers import Brokers
-from vigil_operator.domain import claims, conditions, departures, reconcile, rollout
+from vigil_operator.domain import claims, conditions, departures, node_loss, reconcile, rollout
 from vigil_operator.domain.reconcile import GroupFacts, Notice, Observation, PodFacts, Unreachable
 from vigil_operator.domain.spec import ConsumerGroupSpec, RestartStrategy, SpecError, parse_spec
 from vigil_operator.domain.status import ConditionType, ConsumerGroupStatus, RolloutPhase, RolloutStatus
@@ -52,6 +52,10 @@ class Runtime:
     _budgets: dict[str, tuple[int, str]] = field(default_factory=dict)
     _sightings: dict[str, dict[str, departures.Sighting]] = field(default_factory=dict)
     _crash_removed: dict[str, dict[str, datetime]] = field(default_factory=dict)
+    _suspects: dict[str, dict[str, node_loss.Suspect]] = field(default_factory=dict)
+    _noted: dict[str, str] = field(default_factory=dict)
+    """The last problem logged per source: each is logged once until it changes."""
+    """Per CR uid: members on a lost node being watched for progress (domain.node_loss)."""
     """Per CR uid: instance id → when its crash-looping member was last removed."""
     """Per CR uid: when each member was first seen and the pod it belongs to (domain.departures)."""
     syncs: int = 0
@@ -137,8 +141,19 @@ class Runtime:
                 return
         present = {m.member_id: m.instance_id for m in facts.view.members}
         crashed = self._crash_removed.setdefault(uid, {})
-        for gone in departures.departures(spec, sightings, present, pods, replicas=replicas, crash_removed=crashed,
-                                          now=now):  # fmt: skip
+        proven = departures.departures(spec, sightings, present, pods, replicas=replicas, crash_removed=crashed,
+                                       now=now)  # fmt: skip
+        member_pods = {member_id: seen.pod for member_id, seen in sightings.items() if seen.pod is not None}
+        watched = set(self._suspects.get(uid, {}))
+        lost, self._suspects[uid] = node_loss.judge(
+            facts.view.members, member_pods, await self._lost_nodes(pods), self._suspects.get(uid, {}),
+            committed=facts.committed, end_offsets=facts.end_offsets,
+            grace=timedelta(seconds=spec.liveness.node_lost_grace_seconds), now=now,
+        )  # fmt: skip
+        for member_id in self._suspects[uid].keys() - watched:
+            log.info("%s: member %s is on a node that is not Ready: watching its commits", spec.group_id, member_id)
+        removing = {d.member_id for d in proven}
+        for gone in [*proven, *(d for d in lost if d.member_id not in removing)]:
             if not await self._budget_allows(namespace, spec, gone, post):
                 continue
             outcome = await self.brokers.remove(connection, spec.group_id, gone.member_id, gone.instance_id,
@@ -163,12 +178,36 @@ class Runtime:
                 message = f"could not remove member {gone.member_id} ({gone.reason}): {outcome.name}: {outcome.message}"
                 post(Notice("Warning", "MemberRemovalFailed", message))
 
+    def _note_once(self, source: str, message: str) -> None:
+        if self._noted.get(source) != message:
+            self._noted[source] = message
+            log.warning("%s", message)
+
+    async def _lost_nodes(self, pods: Iterable[PodFacts]) -> dict[str, node_loss.LostNode]:
+        """pod → its node, for pods not Ready on a node that is not Ready (the node controller marks such pods not
+        Ready, so Ready pods cost no read). Nodes that cannot be read are left out (logged once per problem)."""
+        nodes: dict[str, node_loss.LostNode | None] = {}
+        lost: dict[str, node_loss.LostNode] = {}
+        for pod in pods:
+            if pod.ready or pod.node is None:
+                continue
+            if pod.node not in nodes:
+                try:
+                    found = await self.kube.node(pod.node)
+                except KubeError as exc:
+                    self._note_once("nodes", f"node {pod.node} unreadable, lost-node cleanup is off: {exc}")
+                    found = None
+                nodes[pod.node] = None if found is None else node_loss.lost_node(found)
+            if (node := nodes[pod.node]) is not None:
+                lost[pod.name] = node
+        return lost
+
     async def _budget_allows(self, namespace: str, spec: ConsumerGroupSpec, gone: departures.Departure,
                              post: Post) -> bool:  # fmt: skip
         """Record the removal in the group's eviction budget (the sidecars' Lease). A member proven gone is removed
         whatever the budget says, and even when the Lease cannot be read; one that may come back (crash loop)
         waits for room, and for a readable Lease."""
-        proven = gone.cause != "crash-loop"
+        proven = gone.cause not in ("crash-loop", "node-lost")
         answer = await lease_api.request_removal(
             self.kube.budget_store(namespace, spec.group_id), gone.pod or gone.member_id, gone.member_id,
             proven_gone=proven, max_concurrent=spec.liveness.max_concurrent_evictions, cooldown=spec.liveness.cooldown,

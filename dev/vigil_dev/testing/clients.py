@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
 
 from vigil_core.kafka.security import ClientConfig, KafkaConnection
@@ -106,6 +106,14 @@ def describe_group(conn: KafkaConnection, group: str) -> ConsumerGroupDescriptio
     client = admin(conn)
     desc: ConsumerGroupDescription = client.describe_consumer_groups([group], request_timeout=10)[group].result(15)
     return desc
+
+
+def committed(conn: KafkaConnection, group: str) -> dict[int, int]:
+    """partition → committed offset of `group` (every topic it committed on; -1001, none, is left out)."""
+    client = admin(conn)
+    request = [ConsumerGroupTopicPartitions(group)]
+    answer = client.list_consumer_group_offsets(request, request_timeout=10)[group].result(15)
+    return {tp.partition: tp.offset for tp in answer.topic_partitions if tp.offset >= 0}
 
 
 def stable_members(conn: KafkaConnection, group: str) -> int:

@@ -39,7 +39,7 @@ from vigil_operator.domain.reconcile import PodFacts
 from vigil_operator.domain.spec import ConsumerGroupSpec, Membership, WorkloadKind
 from vigil_operator.domain.status import MemberStatus
 
-Cause = Literal["scale-down", "pod-gone", "container-terminated", "crash-loop"]
+Cause = Literal["scale-down", "pod-gone", "container-terminated", "crash-loop", "node-lost"]
 """`vigil_core.events.MemberRemovedPayload.cause` values this module decides."""
 
 CLOCK_SKEW = timedelta(seconds=1)

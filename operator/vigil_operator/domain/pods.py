@@ -26,10 +26,10 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
     status = pod.get("status") or {}
     facts = PodFacts(
         name, None, _ordinal(meta), _app_ended_at(pod), bool(meta.get("deletionTimestamp")),
-        _time(meta.get("creationTimestamp")), str(meta.get("uid") or ""),
+        api_time(meta.get("creationTimestamp")), str(meta.get("uid") or ""),
         str((meta.get("labels") or {}).get(REVISION_LABEL) or ""),
         any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
-        _crash_looping(pod),
+        _crash_looping(pod), str((pod.get("spec") or {}).get("nodeName") or "") or None,
     )  # fmt: skip
     known = {"VIGIL_POD_NAME": name, "VIGIL_NAMESPACE": namespace}
     spec = pod.get("spec") or {}
@@ -67,7 +67,7 @@ def _app_ended_at(pod: Mapping[str, Any]) -> datetime | None:
         if container.get("name") == SIDECAR_NAME:
             continue
         for state in (container.get("state") or {}, container.get("lastState") or {}):
-            finished = _time((state.get("terminated") or {}).get("finishedAt"))
+            finished = api_time((state.get("terminated") or {}).get("finishedAt"))
             if finished is not None:
                 ended.append(finished)
     return max(ended, default=None)
@@ -84,7 +84,7 @@ def _crash_looping(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-def _time(stamp: object) -> datetime | None:
+def api_time(stamp: object) -> datetime | None:
     """An RFC 3339 timestamp of the API; None when absent or malformed (never raised: it is a fact, not input)."""
     if not stamp:
         return None

@@ -60,6 +60,8 @@ class PodFacts:
     ready: bool = False
     crash_looping: bool = False
     """An app container waits in CrashLoopBackOff after its second end (restartCount ≥ 2)."""
+    node: str | None = None
+    """spec.nodeName: where a lost node's members are judged by their progress (domain.node_loss)."""
     sidecar_url: str | None = None
     """`http://<pod IP>:<health port>` of its injected sidecar (`/v1/status` names the member and its generation);
     None without a sidecar or an IP."""

@@ -122,6 +122,8 @@ class Liveness(_Spec):
     """Default: twice the stall timeout."""
     max_concurrent_evictions: Annotated[int, Field(ge=1, le=1000)] = 1
     systemic_stall_percent: Annotated[float, Field(gt=0, le=100)] = 50.0
+    node_lost_grace_seconds: Annotated[float, Field(ge=10, le=86400)] = 60.0
+    """A member on a node not Ready this long, with no commit over as long and records waiting, is removed."""
     bridge: Bridge = Bridge()
 
     @property

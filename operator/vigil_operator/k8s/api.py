@@ -136,6 +136,16 @@ class KubeApi:
             raise KubeError(f"Secret {namespace}/{name} has no key {key!r} (keys: {', '.join(sorted(data)) or 'none'})")
         return base64.b64decode(data[key])
 
+    async def node(self, name: str) -> dict[str, Any] | None:
+        """A Node object (cluster-scoped: `get` on nodes); None when it does not exist."""
+        try:
+            found = await self._call(f"Node {name}", lambda: self._core.read_node(name, _preload_content=False))
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return _json(found.data)
+
     async def statefulset(self, namespace: str, name: str) -> SetFacts | None:
         """What rollouts and departures need of a StatefulSet; None when it does not exist."""
         try:
