@@ -278,7 +278,8 @@ class Runtime:
                 new = await self._begin_step(body, spec, status, new, action, pods=pods, members=members,
                                              connection=connection, post=post)  # fmt: skip
         if new is not None and "RolloutComplete" in reasons:
-            new = await self._resubscribe(spec, new, facts, connection, post)
+            namespace = str(body["metadata"]["namespace"])
+            new = await self._resubscribe(spec, new, facts, connection, post, namespace=namespace, now=now)
         if new is not None and new.phase is not RolloutPhase.ROLLING and new.session_restore is not None:
             new = await self._restore_session(spec, new, connection, post)
         if new is None or new.current_pod is None or new.phase is not RolloutPhase.ROLLING:
@@ -298,11 +299,12 @@ class Runtime:
             log.warning("%s: the persisted rollout bridge is unreadable: %s", spec.group_id, exc)
 
     async def _resubscribe(
-        self, spec: ConsumerGroupSpec, done: RolloutStatus, facts: GroupFacts, connection: KafkaConnection, post: Post
-    ) -> RolloutStatus:
+        self, spec: ConsumerGroupSpec, done: RolloutStatus, facts: GroupFacts, connection: KafkaConnection, post: Post,
+        *, namespace: str, now: datetime,
+    ) -> RolloutStatus:  # fmt: skip
         """Subscriptions that changed across the rollout get one deliberate rebalance: a static rejoin in a Stable
-        group keeps the old assignment, so new topics would stay unconsumed (compare-and-remove of one member: it
-        rejoins at once, in the rebalance its removal starts)."""
+        group keeps the old assignment, so new topics would stay unconsumed (compare-and-remove of one member, the
+        join held open until it is back: GroupClient.rebalance_removing)."""
         after = await self.brokers.subscriptions(connection, spec.group_id)
         change = rollout.subscription_change(done.subscribed_before, after or ())
         if after is None or change is None or not facts.view.members:
@@ -319,6 +321,14 @@ class Runtime:
             f"not back within {hold:.0f}s: its return may rebalance again" if held.hold.reaction is Reaction.DONE
             else f"the join could not be held open for it ({held.hold.name})")  # fmt: skip
         post(Notice(kind, "SubscriptionRebalance", f"{reason} (removed {member.member_id}: {outcome.name}; {back})"))
+        if outcome.reaction is Reaction.DONE:
+            self._emit(connection, events.MemberRemoved(
+                time=now, cluster=facts.cluster_id, group=spec.group_id, source="operator", namespace=namespace,
+                payload=events.MemberRemovedPayload(
+                    member=events.MemberRef(member_id=member.member_id, instance_id=member.instance_id),
+                    cause="subscription-change",
+                ),
+            ))  # fmt: skip
         return done.model_copy(update={"message": f"{done.message}; subscriptions {change}: one rebalance"})
 
     async def _begin_step(

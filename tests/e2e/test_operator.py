@@ -10,14 +10,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from kubernetes.client.exceptions import ApiException
 
 from vigil_core import events
 from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
-from vigil_dev.testing.e2e import CG, cond, consumer_group, events_for, statefulset, status_of, wait_injecting
+from vigil_dev.testing.e2e import (
+    CG,
+    cond,
+    consumer_group,
+    events_for,
+    statefulset,
+    status_of,
+    topic_events,
+    wait_injecting,
+)
 from vigil_dev.testing.kube_fixtures import Fakelet, Kube, condition, container_pid, process_alive, process_argv
 from vigil_dev.testing.operator import RunningOperator, start_operator
 from vigil_dev.testing.waiting import wait_for
@@ -37,20 +45,9 @@ def sidecars(pod: dict[str, Any]) -> list[str]:
 
 
 def latest_snapshot(kafka: KafkaCluster, topic: str, group: str) -> events.GroupSnapshot | None:
-    """The newest group-snapshot event for `group` on the events topic (read from the start, no group joined)."""
-    consumer = Consumer(kafka.connection().confluent_config() | {"group.id": "e2e-reader", "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(3)])
-        found: events.GroupSnapshot | None = None
-        while (batch := consumer.consume(500, timeout=2)) and batch:
-            for message in batch:
-                if message.error() is None and message.key() == group.encode():
-                    event = events.parse_event(message.value())
-                    if isinstance(event, events.GroupSnapshot):
-                        found = event
-        return found
-    finally:
-        consumer.close()
+    """The newest group-snapshot event for `group` on the events topic."""
+    snapshots = [e for e in topic_events(kafka, topic, group) if isinstance(e, events.GroupSnapshot)]
+    return max(snapshots, key=lambda e: e.time, default=None)
 
 
 def post(pod: dict[str, Any], path: str) -> None:

@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from vigil_core import events
 from vigil_core.kafka.group_client import GroupClient
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import broker_lines, generations
-from vigil_dev.testing.e2e import ConsumerSet, cond, consumer_group, events_for, statefulset
+from vigil_dev.testing.e2e import ConsumerSet, cond, consumer_group, events_for, statefulset, topic_events
 from vigil_dev.testing.kube_fixtures import Fakelet, Kube
 from vigil_dev.testing.operator import RunningOperator
 from vigil_dev.testing.waiting import wait_for
@@ -122,7 +123,7 @@ def test_a_statefulset_that_is_not_on_delete_is_a_config_error(make_set: Callabl
 
 
 def test_a_rollout_that_adds_a_topic_ends_with_one_deliberate_rebalance(
-    make_set: Callable[..., ConsumerSet], kube: Kube, kafka: KafkaCluster
+    make_set: Callable[..., ConsumerSet], kube: Kube, kafka: KafkaCluster, events_topic: str
 ) -> None:
     """A static rejoin in a Stable group keeps the old assignment: the new topic would stay unconsumed. vigil
     removes one member at the end (it rejoins at once): exactly one generation, and the topic is consumed."""
@@ -157,6 +158,12 @@ def test_a_rollout_that_adds_a_topic_ends_with_one_deliberate_rebalance(
     rebalanced = [e for e in events_for(kube, s.namespace, s.name) if e["reason"] == "SubscriptionRebalance"]
     assert len(rebalanced) == 1, rebalanced
     assert f"+{added}" in rebalanced[0]["message"]
+    assert "it rejoined within the same rebalance" in rebalanced[0]["message"]
+    removed = wait_for(lambda: [e for e in topic_events(kafka, events_topic, s.group)
+                                if isinstance(e, events.MemberRemoved)],
+                       lambda found: len(found) == 1, timeout=15,
+                       what="one member-removed event on the events topic")  # fmt: skip
+    assert removed[0].payload.cause == "subscription-change"
 
 
 def test_a_kip848_group_rolls_with_its_session_timeout_raised_and_restored(

@@ -5,6 +5,9 @@ import copy
 import uuid
 from typing import Any
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from vigil_core import events
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.kube_fixtures import Kube
@@ -98,6 +101,22 @@ def events_for(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
     listed = kube.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}")
     ordered = sorted(listed.items, key=lambda e: e.first_timestamp or e.event_time or e.metadata.creation_timestamp)
     return [{"reason": e.reason, "type": e.type, "message": e.message} for e in ordered]
+
+
+def topic_events(kafka: KafkaCluster, topic: str, group: str) -> list[events.Event]:
+    """Every vigil event about `group` on the events topic, oldest first per partition (read from the start,
+    no group joined)."""
+    consumer = Consumer(kafka.connection().confluent_config() | {"group.id": "e2e-reader", "enable.auto.commit": False})
+    found: list[events.Event] = []
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        while batch := consumer.consume(500, timeout=2):
+            found += [events.parse_event(m.value() or b"") for m in batch
+                      if m.error() is None and m.key() == group.encode()]  # fmt: skip
+        return found
+    finally:
+        consumer.close()
 
 
 class ConsumerSet:
