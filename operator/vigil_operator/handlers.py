@@ -60,7 +60,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         settings.admission.server = webhook_server.server(SETTINGS)
         if SETTINGS.webhook_managed:
             settings.admission.managed = "vigil.dev"
-    memo["runtime"] = Runtime(SETTINGS, KubeApi.connect())
+    runtime = memo["runtime"] = Runtime(SETTINGS, KubeApi.connect())
+    if SETTINGS.metrics_port:
+        memo["metrics_server"] = runtime.metrics.serve(SETTINGS.metrics_bind, SETTINGS.metrics_port)
 
 
 @kopf.on.cleanup()
@@ -69,6 +71,9 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if isinstance(runtime, Runtime):
         runtime.close()
         runtime.kube.close()
+    server = memo.get("metrics_server")
+    if server is not None:
+        server.shutdown()
 
 
 # -- indexes ---------------------------------------------------------------------------------------------------

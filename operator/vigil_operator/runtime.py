@@ -29,6 +29,7 @@ from vigil_operator.domain.spec import ConsumerGroupSpec, RestartStrategy, SpecE
 from vigil_operator.domain.status import ConditionType, ConsumerGroupStatus, RolloutPhase, RolloutStatus
 from vigil_operator.event_feed import EventFeed
 from vigil_operator.k8s.api import KubeApi, KubeError
+from vigil_operator.metrics import OperatorMetrics
 from vigil_operator.rollouts import Rollouts, StepRefusedError
 from vigil_operator.settings import OperatorSettings
 from vigil_sidecar.bridge import engine as bridge
@@ -46,6 +47,7 @@ class Runtime:
     settings: OperatorSettings
     kube: KubeApi
     brokers: Brokers = field(default_factory=Brokers)
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     feeds: dict[KafkaConnection, EventFeed] = field(default_factory=dict)
     sinks: dict[KafkaConnection, EventSink] = field(default_factory=dict)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
@@ -73,6 +75,7 @@ class Runtime:
         async with self._locks.setdefault(uid, asyncio.Lock()):
             status = await self._sync(body, list(pods), list(others), post)
             self.syncs += 1
+            self.metrics.resyncs.inc()
             return status
 
     async def _sync(
@@ -163,6 +166,7 @@ class Runtime:
                 crashed[gone.instance_id] = now  # once per window, whatever the answer
             if outcome.reaction is Reaction.DONE:
                 self.departures_removed += 1
+                self.metrics.member_removals.labels(gone.cause).inc()
                 post(Notice("Normal", "MemberRemoved", f"removed member {gone.member_id} at once: {gone.reason}"))
                 self._emit(connection, events.MemberRemoved(
                     time=now, cluster=facts.cluster_id, group=spec.group_id, source="operator", namespace=namespace,
@@ -176,6 +180,7 @@ class Runtime:
                 log.info("%s: member %s needed no removal (%s)", spec.group_id, gone.member_id, outcome.name)
             else:
                 message = f"could not remove member {gone.member_id} ({gone.reason}): {outcome.name}: {outcome.message}"
+                self.metrics.removal_failures.labels(gone.cause).inc()
                 post(Notice("Warning", "MemberRemovalFailed", message))
 
     def _note_once(self, source: str, message: str) -> None:
@@ -219,6 +224,7 @@ class Runtime:
                         answer.cause, answer.message)  # fmt: skip
             return True
         self.departures_deferred += 1
+        self.metrics.removals_deferred.labels(gone.cause).inc()
         post(Notice("Warning", "MemberRemovalDeferred", f"member {gone.member_id} ({gone.reason}) not removed yet:"
                     f" eviction budget: {answer.message}"))  # fmt: skip
         return False
@@ -320,6 +326,7 @@ class Runtime:
         back = "it rejoined within the same rebalance" if held.rejoined else (
             f"not back within {hold:.0f}s: its return may rebalance again" if held.hold.reaction is Reaction.DONE
             else f"the join could not be held open for it ({held.hold.name})")  # fmt: skip
+        self.metrics.deliberate_rebalances.labels(str(held.rejoined).lower()).inc()
         post(Notice(kind, "SubscriptionRebalance", f"{reason} (removed {member.member_id}: {outcome.name}; {back})"))
         if outcome.reaction is Reaction.DONE:
             self._emit(connection, events.MemberRemoved(
@@ -348,6 +355,7 @@ class Runtime:
             except KubeError as exc:
                 post(Notice("Warning", "RolloutPaused", str(exc)))
                 return state.model_copy(update={"phase": RolloutPhase.PAUSED, "message": str(exc)})
+            self.metrics.rollout_restarts.labels("none").inc()
             post(Notice("Normal", "RolloutStep", f"deleted {pod.name}: it has no sidecar, so it is restarted without"
                         " a bridge to get one (a restart longer than the session timeout rebalances)"))  # fmt: skip
             return state
@@ -368,6 +376,7 @@ class Runtime:
             post(Notice("Warning", "RolloutPaused", str(exc)))
             return state.model_copy(update={"phase": RolloutPhase.PAUSED, "message": str(exc), "bridge": None})
         self.rollouts.run(uid, bridged, connection, resumed=False)
+        self.metrics.rollout_restarts.labels("heartbeats").inc()
         post(Notice("Normal", "RolloutStep", f"deleted {pod.name}; heartbeating for member {member.member_id}"
                     f" (generation {member.generation}) until its replacement takes it back"))  # fmt: skip
         return state
@@ -407,6 +416,7 @@ class Runtime:
         except KubeError as exc:
             post(Notice("Warning", "RolloutPaused", str(exc)))
             return state.model_copy(update={"phase": RolloutPhase.PAUSED, "message": str(exc)})
+        self.metrics.rollout_restarts.labels("session-raised").inc()
         post(Notice("Normal", "RolloutStep", f"deleted {step.pod}; the group's session timeout is raised to"
                     f" {raised} ms so its member {old} waits for the replacement"))  # fmt: skip
         return state

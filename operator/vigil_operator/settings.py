@@ -25,6 +25,9 @@ class OperatorSettings(BaseModel):
     """A labelled pod naming a ConsumerGroup that does not exist: reject it (else admit it unchanged, warn)."""
     state_dir: Path = Path("/tmp/vigil-operator")  # noqa: S108 - private 0700 dir for credential files
     """Where the operator keeps the Kafka credentials it reads from Secrets (mode 0600)."""
+    metrics_bind: str = "0.0.0.0"  # noqa: S104 - scraped from outside the pod
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 8081
+    """Prometheus `/metrics` (0: off)."""
     webhook: bool = True
     webhook_bind: str = "0.0.0.0"  # noqa: S104 - the apiserver calls in from outside the pod
     webhook_port: Annotated[int, Field(ge=1, le=65535)] = 9443

@@ -123,6 +123,7 @@ def test_a_killed_dynamic_members_partitions_move_at_once(
              what="a MemberRemoved Event on the ConsumerGroup")  # fmt: skip
     wait_for(lambda: operator.count("departures_removed"), lambda n: n >= removed_before + 1, timeout=15,
              what="the operator's departures_removed probe counting it (kopf caches probes for 10 s)")  # fmt: skip
+    assert operator.metric("vigil_operator_member_removals_total", cause="container-terminated") >= 1
     # the restarted app rejoins under a new member id and gets its share again
     again = wait_for(lambda: g.mapped(3), lambda m: m[victim]["memberId"] != old, timeout=60,
                      what=f"{victim}'s restarted app mapped again")  # fmt: skip

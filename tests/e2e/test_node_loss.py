@@ -112,6 +112,7 @@ def test_a_lost_node_removes_only_the_member_that_stopped_consuming(
         assert victim in events[0]["message"]
         permits = read_ledger(kube, s.namespace, lg.lease_name(s.group)).permits
         assert [(p.pod, p.member_id) for p in permits] == [("orders-1", victim)]
+        assert operator.metric("vigil_operator_member_removals_total", cause="node-lost") == 1
     finally:
         producing.stop()
         s.close()

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from vigil_dev import ports, procs
 from vigil_dev.testing.waiting import wait_for
 
@@ -19,6 +21,7 @@ class RunningOperator:
     log: Path
     liveness_port: int
     webhook_port: int
+    metrics_port: int
 
     def alive(self) -> bool:
         try:
@@ -40,6 +43,19 @@ class RunningOperator:
         """One of the operator's counting probes (`resyncs`, `kafka_requests`, `departures_removed`), 0 when down."""
         value = self.probe().get(probe_id, 0)
         return value if isinstance(value, int) else 0
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample of the operator's Prometheus `/metrics` (a counter's `_total`), 0 when absent or down."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as response:
+                text = response.read().decode()
+        except (urllib.error.URLError, OSError):
+            return 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return float(sample.value)
+        return 0.0
 
     def resyncs(self) -> int:
         return self.count("resyncs")
@@ -63,12 +79,13 @@ def start_operator(
     args: Sequence[str] = (),
 ) -> RunningOperator:
     """Start an operator (managed webhook on a free loopback port) and wait until kopf's liveness answers."""
-    liveness, webhook_port = ports.free_ports(2)
+    liveness, webhook_port, metrics_port = ports.free_ports(3)
     marker_key, marker_value = "VIGIL_TEST_OPERATOR", str(state_dir / name)
     argv = [
         sys.executable, "-m", "vigil_operator", "--state-dir", str(state_dir / name),
         "--resync-seconds", str(resync_seconds), "--events-topic", events_topic,
         "--liveness", f"http://127.0.0.1:{liveness}/healthz", "--namespace", "vigil-system",
+        "--metrics-bind", "127.0.0.1", "--metrics-port", str(metrics_port),
     ]  # fmt: skip
     if standalone:
         argv.append("--standalone")
@@ -85,6 +102,6 @@ def start_operator(
         log_file=log,
         env={"PATH": "/usr/bin:/bin", "KUBECONFIG": str(kubeconfig), marker_key: marker_value},
     )
-    running = RunningOperator(process, name, log, liveness, webhook_port)
+    running = RunningOperator(process, name, log, liveness, webhook_port, metrics_port)
     wait_for(running.alive, lambda up: up, timeout=60, what=f"{name} liveness endpoint (log: {log})", interval=0.2)
     return running
