@@ -29,12 +29,11 @@ EXTRAS: dict[str, tuple[str, str, str]] = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vigil", description=__doc__.splitlines()[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from vigil_dev import cli as dev_cli  # noqa: PLC0415 - keeps the stack code off the sidecar's import path
-
-    dev_cli.add_arguments(sub.add_parser("dev", help="the real local stack: up, down, status"))
+    # the stack's code is imported only when `dev` runs: it needs the operator's extras, the sidecar image has none
+    sub.add_parser("dev", help="the real local stack: up, down, status", add_help=False)
     sub.add_parser("sidecar", help="run the liveness sidecar next to a consumer (flags: vigil sidecar --help)",
                    add_help=False)  # fmt: skip
-    sub.add_parser("demo", help="stack up, a real 3-member consumer group described by the broker, stack down")
+    sub.add_parser("demo", help="the whole story on the real local stack: injection, a stall, a rollout, the report")
     for name, (_, _, text) in EXTRAS.items():
         sub.add_parser(name, help=text, add_help=False)
     for name, (text, issue) in PENDING.items():
@@ -55,12 +54,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         text, issue = PENDING[args.command]
         print(f"vigil {args.command}: not implemented yet — lands with issue {issue} ({text})", file=sys.stderr)
         return 2
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "dev":
         from vigil_dev import cli as dev_cli  # noqa: PLC0415
 
-        return dev_cli.run(args)
+        dev_parser = argparse.ArgumentParser(prog="vigil dev", description="the real local stack: up, down, status")
+        dev_cli.add_arguments(dev_parser)
+        return dev_cli.run(dev_parser.parse_args(rest))
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     from vigil_dev import demo  # noqa: PLC0415
 
     return demo.run()
@@ -68,15 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_extra(command: str, argv: Sequence[str]) -> int:
     module_name, extra, _ = EXTRAS[command]
-    try:
-        module = importlib.import_module(module_name)
+    try:  # the component may import its extra's libraries at start as well as at import (kopf does both)
+        result: int = importlib.import_module(module_name).main(list(argv))
     except ModuleNotFoundError as exc:
         if (exc.name or "").startswith("vigil_"):
             raise
         print(f"vigil {command}: needs the {extra} extra: pip install 'kafka-vigil[{extra}]' (no module {exc.name})",
               file=sys.stderr)  # fmt: skip
         return 2
-    result: int = module.main(list(argv))
     return result
 
 

@@ -1,5 +1,8 @@
 """The `vigil` command: pending subcommands say which issue brings them; user errors are one line, no traceback."""
 
+import subprocess
+import sys
+
 import pytest
 
 from vigil_core import cli
@@ -33,3 +36,41 @@ def test_bad_arguments_exit_2_with_usage(argv: list[str], capsys: pytest.Capture
         cli.main(argv)
     assert exit_info.value.code == 2
     assert "usage: vigil" in capsys.readouterr().err
+
+
+# What `pip install kafka-vigil` (no extras: the sidecar image) lacks; the operator's and the report's extras.
+NOT_IN_BASE = ("kopf", "kubernetes", "cryptography", "yaml", "pyspark")
+BLOCK_EXTRAS = f"""
+import importlib.abc, sys
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {NOT_IN_BASE!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, NotInstalled())
+from vigil_core.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "expected"),
+    [
+        (["sidecar", "--help"], 0, "usage: vigil sidecar"),
+        (["--help"], 0, "usage: vigil"),
+        (
+            ["operator", "--standalone"],
+            2,
+            "vigil operator: needs the operator extra: pip install 'kafka-vigil[operator]'",
+        ),
+        (["crd"], 2, "vigil crd: needs the operator extra"),
+    ],
+)
+def test_the_base_install_runs_the_sidecar_and_names_missing_extras(argv: list[str], code: int, expected: str) -> None:
+    """The sidecar image installs no extra: `vigil sidecar` must not import the operator's, the stack's or the
+    report's dependencies (a real bug once: the `dev` subcommand's parser pulled in `cryptography`)."""
+    done = subprocess.run([sys.executable, "-c", BLOCK_EXTRAS, *argv], capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+    assert done.returncode == code, done.stderr[-2000:]
+    assert expected in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
