@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from vigil_dev.testing.budget import Budget, create_lease, provision_budget
 from vigil_dev.testing.kube_fixtures import Kube
-from vigil_operator.k8s.api import KubeApi
+from vigil_operator.k8s.api import KubeApi, KubeError
 from vigil_sidecar.budget import ledger as lg
 from vigil_sidecar.budget.lease_api import (
     BudgetPolicy,
@@ -243,3 +244,20 @@ def test_the_operators_removals_share_the_sidecars_budget(kube: Kube, namespace:
     assert isinstance(missing, BudgetUnavailable)
     assert missing.cause == "no-lease"
     assert [(p.pod, p.member_id) for p in budget.ledger().permits] == [("pod-3", "m-3"), ("pod-1", "m-1")]
+
+
+def test_an_unreachable_api_server_is_an_answer_for_the_operator_too() -> None:
+    """The operator's API client gives up with urllib3's MaxRetryError (not an OSError): still one answer."""
+    configuration = client.Configuration()
+    configuration.host = "https://127.0.0.1:1"
+    configuration.retries = 0
+    operator = KubeApi(client.ApiClient(configuration))
+    try:
+        answer = asyncio.run(request_removal(operator.budget_store("ns", "orders"), "pod-0", "m-0", proven_gone=False,
+                                             max_concurrent=1, cooldown=60.0))  # fmt: skip
+        assert isinstance(answer, BudgetUnavailable)
+        assert answer.cause == "unreachable"
+        with pytest.raises(KubeError, match=r"^Node n1: the API server is unreachable \(MaxRetryError\)$"):
+            asyncio.run(operator.node("n1"))
+    finally:
+        operator.close()

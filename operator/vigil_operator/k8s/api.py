@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -185,8 +186,8 @@ class KubeApi:
             return await asyncio.to_thread(call)
         except ApiException as exc:
             raise KubeError(f"{what}: {exc.status} {_reason(exc)}", exc.status) from None
-        except OSError as exc:
-            raise KubeError(f"{what}: the API server is unreachable ({exc})") from None
+        except (OSError, urllib3.exceptions.HTTPError) as exc:  # urllib3 gives up with MaxRetryError, not OSError
+            raise KubeError(f"{what}: the API server is unreachable ({type(exc).__name__})") from None
 
 
 class BudgetLease:
@@ -213,7 +214,7 @@ class BudgetLease:
                 return None
             body = _json(exc.body)
             raise UnavailableError(answer_for(int(exc.status or 0), body, self)) from None
-        except OSError as exc:
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
             where = f"lease {self.namespace}/{self.lease_name}"
             raise UnavailableError(BudgetUnavailable("unreachable", f"{where}: {exc}")) from None
         return _json(response.data)
