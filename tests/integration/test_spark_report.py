@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from vigil_dev.kafka.cluster import KafkaCluster
-from vigil_dev.testing import broker_log, clients
+from vigil_dev.testing import broker_log, browser, clients
 from vigil_dev.testing.waiting import wait_for
 from vigil_spark import cli
 
@@ -20,7 +20,7 @@ pytest_plugins = ["vigil_dev.testing.spark_fixtures"]
 
 
 def test_the_report_explains_each_rebalance_of_a_real_group(
-    spark_kafka: SparkSession, kafka: KafkaCluster, tmp_path: Path
+    spark_kafka: SparkSession, kafka: KafkaCluster, tmp_path: Path, artifacts_dir: Path
 ) -> None:
     conn = kafka.connection()
     topic = clients.create_topic(conn, clients.unique("report"), partitions=4)
@@ -64,5 +64,13 @@ def test_the_report_explains_each_rebalance_of_a_real_group(
         summary = json.loads((tmp_path / "out" / "summary.json").read_text())
         mine = next(g for g in summary["groups"] if g["group"] == group)
         assert mine["rebalances_24h"] == len(broker_log.generations(kafka, group))
+        # what a browser shows: Chromium renders the page offline, charts and numbers present (screenshot kept)
+        shown = browser.render(tmp_path / "out" / "report.html", artifacts_dir / "report" / "report.png")
+        assert shown.dom.count("<svg") >= 2, shown.dom[:2000]
+        assert 'aria-label="Rebalances per day"' in shown.dom
+        assert 'aria-label="Causes"' in shown.dom
+        assert group in shown.dom
+        assert shown.screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert shown.screenshot.stat().st_size > 10_000  # not a blank page
     finally:
         first.close()

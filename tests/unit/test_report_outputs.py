@@ -84,3 +84,13 @@ def test_an_empty_report_says_so() -> None:
     page = html.render(NOW, [], [], [], [])
     assert ">0</strong> rebalances" in page
     assert page.count("nothing to show") == 3
+
+
+def test_a_single_day_still_shows_a_point_per_group() -> None:
+    """A polyline of one point draws nothing: each day is also a dot, titled with its count."""
+    rows = [rb("orders", 1), rb("orders", 2), rb("payments", 1)]
+    figure = html.timeline(rows, ["orders", "payments"])
+    day = (NOW - timedelta(hours=1)).date()
+    assert figure.count("<circle") == 2
+    assert f"<title>orders {day}: 2</title>" in figure
+    assert f"<title>payments {day}: 1</title>" in figure

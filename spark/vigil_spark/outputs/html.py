@@ -81,6 +81,10 @@ def timeline(rebalances: Sequence[Row], groups: Sequence[str], *, width: int = 7
         points = " ".join(point(i, counts[(group, day)]) for i, day in enumerate(days))
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{points}">'
                      f"<title>{escape(group)}</title></polyline>")  # fmt: skip
+        for i, day in enumerate(days):  # a dot per day: a single day's line would be invisible
+            x, y_value = point(i, counts[(group, day)]).split(",")
+            parts.append(f'<circle cx="{x}" cy="{y_value}" r="3" fill="{color}">'
+                         f"<title>{escape(group)} {day}: {counts[(group, day)]}</title></circle>")  # fmt: skip
         y = height + 16 + 20 * g
         parts.append(f'<rect x="{left}" y="{y - 10}" width="12" height="12" fill="{color}"/>'
                      f'<text x="{left + 18}" y="{y}">{escape(group)}</text>')  # fmt: skip
