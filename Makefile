@@ -18,7 +18,7 @@ help:
 	@echo "make setup  - only the installs (venv, Kafka jars, Kubernetes from Go modules) — cached in $(VIGIL_CACHE)"
 	@echo "make lint   - ruff, mypy --strict, import-linter"
 	@echo "make bench  - benchmarks (never part of make test)"
-	@echo "make generate-crds - copy the canonical crds/*.yaml into the operator package (vigil crd ships it)"
+	@echo "make generate-crds - copy the canonical crds/*.yaml into the operator package and the chart"
 
 $(BIN)/vigil: pyproject.toml
 	@scripts/ensure-system-deps
@@ -45,16 +45,20 @@ lint: $(BIN)/vigil typecheck verify-crds
 
 # crds/ is the canonical CRD source; the operator package ships a copy (package data, `vigil crd`).
 PACKAGE_CRDS := operator/vigil_operator/crds
+CHART_CRDS := charts/vigil/crds
 
 generate-crds:
 	@mkdir -p $(PACKAGE_CRDS)
 	@rm -f $(PACKAGE_CRDS)/*.yaml
 	@cp crds/*.yaml $(PACKAGE_CRDS)/
-	@echo "generate-crds: copied $$(ls crds/*.yaml | wc -l) CRD(s) into $(PACKAGE_CRDS)/"
+	@cp crds/consumergroups.vigil.dev.yaml $(CHART_CRDS)/
+	@echo "generate-crds: copied $$(ls crds/*.yaml | wc -l) CRD(s) into $(PACKAGE_CRDS)/, the ConsumerGroup CRD into $(CHART_CRDS)/"
 
 verify-crds:
 	@diff -rq crds $(PACKAGE_CRDS) >/dev/null || { \
 	  echo "verify-crds: $(PACKAGE_CRDS)/ differs from the canonical crds/ (run: make generate-crds)"; exit 1; }
+	@cmp -s crds/consumergroups.vigil.dev.yaml $(CHART_CRDS)/consumergroups.vigil.dev.yaml || { \
+	  echo "verify-crds: $(CHART_CRDS)/ differs from the canonical crds/ (run: make generate-crds)"; exit 1; }
 
 test-unit: $(BIN)/vigil
 	@scripts/timed "unit suite" $(PYTEST) tests/unit -m "not spark" -q

@@ -17,12 +17,9 @@ from typing import Any
 import pytest
 import yaml
 from hypothesis import given, settings
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from vigil_dev.testing.kube_fixtures import Kube
-from vigil_dev.testing.waiting import bound, wait_for
-from vigil_operator import crd
+from vigil_dev.testing.kube_fixtures import Kube, install_crd
 from vigil_operator.domain.spec import API_GROUP, KIND, PLURAL, VERSION, parse_spec
 from vigil_operator.domain.status import (
     Condition,
@@ -55,15 +52,7 @@ CEL_MESSAGES: list[str] = [rule["message"] for rule in cases.cel_rules()]
 
 @pytest.fixture(scope="module")
 def installed(kube: Kube) -> None:
-    """The canonical CRD, server-side applied (cluster-scoped: another module may have applied it already)."""
-    kube.apply(crd.load())
-    ext = client.ApiextensionsV1Api(kube.api)
-    wait_for(
-        lambda: ext.read_custom_resource_definition(crd.NAME).to_dict()["status"]["conditions"] or [],
-        lambda conditions: any(c["type"] == "Established" and c["status"] == "True" for c in conditions),
-        timeout=bound(5),
-        what=f"CRD {crd.NAME} Established",
-    )
+    install_crd(kube)
 
 
 @pytest.fixture(scope="module")

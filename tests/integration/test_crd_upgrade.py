@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from vigil_dev.testing.kube_fixtures import Kube
+from vigil_dev.testing.kube_fixtures import Kube, install_crd
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator import crd
 from vigil_operator.domain.spec import API_GROUP, PLURAL, VERSION
@@ -34,15 +34,10 @@ def liveness_fields(kube: Kube) -> set[str]:
     return set(schema["properties"]["spec"]["properties"]["liveness"]["properties"])
 
 
-def established(kube: Kube) -> bool:
-    found = client.ApiextensionsV1Api(kube.api).read_custom_resource_definition(crd.NAME).to_dict()
-    return any(c["type"] == "Established" and c["status"] == "True" for c in found["status"]["conditions"] or [])
-
-
 @pytest.fixture
 def old_cluster(kube: Kube) -> Iterator[str]:
     """The previous CRD installed, a namespace for the test; the current CRD is applied back whatever happens."""
-    kube.apply(previous_crd())
+    install_crd(kube, previous_crd())
     wait_for(lambda: liveness_fields(kube), lambda f: "nodeLostGraceSeconds" not in f, timeout=bound(5),
              what="the previous CRD in place")  # fmt: skip
     namespace = f"up-{uuid.uuid4().hex[:8]}"
@@ -54,7 +49,6 @@ def old_cluster(kube: Kube) -> Iterator[str]:
 
 def test_vigil_crd_apply_upgrades_in_place_keeping_crs_and_status(kube: Kube, old_cluster: str) -> None:
     namespace = old_cluster
-    wait_for(lambda: established(kube), timeout=bound(5), what="the previous CRD Established")
     cr = {"apiVersion": f"{API_GROUP}/{VERSION}", "kind": "ConsumerGroup", "metadata": {"name": "orders"},
           "spec": {"groupId": "orders", "kafka": {"bootstrapServers": "kafka:9092"},
                    "workload": {"kind": "StatefulSet", "name": "orders"}}}  # fmt: skip

@@ -76,14 +76,7 @@ class Kube:
 
     def pod(self, namespace: str, name: str) -> Obj | None:
         """The pod as a dict, or None if there is none."""
-        try:
-            resp = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        result: Obj = json.loads(resp.data)
-        return result
+        return read_json(lambda: self.core.read_namespaced_pod(name, namespace, _preload_content=False))
 
     def wait_pod(
         self, namespace: str, name: str, accept: Callable[[Obj | None], bool], *, timeout: float, what: str
@@ -200,7 +193,7 @@ def namespace(kube: Kube) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:10]}"
     kube.core.create_namespace({"metadata": {"name": name}})
     wait_for(
-        lambda: _exists(lambda: kube.core.read_namespaced_service_account("default", name)),
+        lambda: exists(lambda: kube.core.read_namespaced_service_account("default", name)),
         timeout=30,
         what=f"the default ServiceAccount of namespace {name}",
     )
@@ -211,7 +204,36 @@ def namespace(kube: Kube) -> Iterator[str]:
             kube.core.delete_namespace(name)
 
 
-def _exists(read: Callable[[], object]) -> bool:
+def install_crd(kube: Kube, crd: Mapping[str, Any] | None = None) -> None:
+    """Apply the ConsumerGroup CRD (the shipped one unless given) and wait until it is Established."""
+    from vigil_operator import crd as shipped  # noqa: PLC0415 - the stack itself does not need the operator
+
+    body = dict(crd or shipped.load())
+    kube.apply(body)
+    name = str(body["metadata"]["name"])
+    ext = client.ApiextensionsV1Api(kube.api)
+    wait_for(
+        lambda: ext.read_custom_resource_definition(name).to_dict()["status"]["conditions"] or [],
+        lambda conditions: any(c["type"] == "Established" and c["status"] == "True" for c in conditions),
+        timeout=15,
+        what=f"CRD {name} Established",
+    )
+
+
+def read_json(read: Callable[[], Any]) -> Obj | None:
+    """A raw read (`_preload_content=False`) as the API server's JSON (camelCase); None on 404."""
+    try:
+        response = read()
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    result: Obj = json.loads(response.data)
+    return result
+
+
+def exists(read: Callable[[], object]) -> bool:
+    """Whether the object `read` fetches exists (404: no; other API errors raise)."""
     try:
         read()
     except ApiException as exc:

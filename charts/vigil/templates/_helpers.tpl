@@ -1,0 +1,124 @@
+{{/* The chart's name. */}}
+{{- define "vigil.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The prefix of every object's name. */}}
+{{- define "vigil.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vigil.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "vigil.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "vigil.operatorSelector" -}}
+app.kubernetes.io/name: {{ include "vigil.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "vigil.serviceAccountName" -}}
+{{- default (include "vigil.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "vigil.reportServiceAccountName" -}}
+{{- printf "%s-report" (include "vigil.fullname" .) -}}
+{{- end -}}
+
+{{- define "vigil.webhookService" -}}
+{{- printf "%s-webhook" (include "vigil.fullname" .) -}}
+{{- end -}}
+
+{{- define "vigil.webhookSecret" -}}
+{{- printf "%s-webhook-tls" (include "vigil.fullname" .) -}}
+{{- end -}}
+
+{{/* The namespaces the operator watches with `rbac.scope: namespaced`, as a list. */}}
+{{- define "vigil.watchNamespaces" -}}
+{{- if .Values.rbac.namespaces -}}
+{{- toJson .Values.rbac.namespaces -}}
+{{- else -}}
+{{- toJson (list .Release.Namespace) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vigil.image" -}}
+{{- printf "%s:%s" .image.repository (default .chart.AppVersion .image.tag) -}}
+{{- end -}}
+
+{{/* The pod and container security settings every vigil pod uses: non-root, read-only root, no privileges. */}}
+{{- define "vigil.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "vigil.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+
+{{/* resources without empty values (an empty limit means none). */}}
+{{- define "vigil.resources" -}}
+{{- $out := dict -}}
+{{- range $kind, $values := . -}}
+{{- $kept := dict -}}
+{{- range $k, $v := $values -}}
+{{- if $v -}}{{- $_ := set $kept $k $v -}}{{- end -}}
+{{- end -}}
+{{- if $kept -}}{{- $_ := set $out $kind $kept -}}{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/*
+The webhook's TLS material as YAML {ca.crt, tls.crt, tls.key} (base64): the existing Secret's when there is one
+(generated once, kept across upgrades), else a new CA and a serving certificate for the Service's DNS names.
+`helm template` and `helm lint` cannot look up, so they always show freshly generated material. Computed once
+per render (kept in .Values under a private key), so the Secret, the caBundle and the Deployment's checksum agree.
+*/}}
+{{- define "vigil.webhookTLS" -}}
+{{- if not (hasKey .Values "__vigilWebhookTLS") -}}
+{{- $_ := set .Values "__vigilWebhookTLS" (include "vigil.webhookTLSNew" .) -}}
+{{- end -}}
+{{- index .Values "__vigilWebhookTLS" -}}
+{{- end -}}
+
+{{- define "vigil.webhookTLSNew" -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "vigil.webhookSecret" .) -}}
+{{- if and $existing $existing.data (index $existing.data "tls.crt") (index $existing.data "tls.key") (index $existing.data "ca.crt") -}}
+ca.crt: {{ index $existing.data "ca.crt" }}
+tls.crt: {{ index $existing.data "tls.crt" }}
+tls.key: {{ index $existing.data "tls.key" }}
+{{- else -}}
+{{- $svc := include "vigil.webhookService" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $days := int .Values.webhook.certValidityDays -}}
+{{- $ca := genCA (printf "%s webhook CA" (include "vigil.fullname" .)) $days -}}
+{{- $names := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) -}}
+{{- $cert := genSignedCert (printf "%s.%s.svc" $svc $ns) nil $names $days $ca -}}
+ca.crt: {{ $ca.Cert | b64enc }}
+tls.crt: {{ $cert.Cert | b64enc }}
+tls.key: {{ $cert.Key | b64enc }}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,682 @@
+"""The Helm chart `charts/vigil` against the real helm, kubectl and kube-apiserver.
+
+Lint (strict, and bad values refused naming the key), a values matrix rendered and accepted by the apiserver
+(`kubectl apply --dry-run=server`), the operator's and the report's rendered command lines parsed by their
+real CLIs, a real install / upgrade (the TLS Secret kept) / uninstall (the CRD and ConsumerGroups kept), and
+the chart's webhook configurations compared with the ones the operator itself writes in managed mode.
+
+No pod runs here (the images cannot be built on this machine and no fakelet is started): objects are checked,
+never readiness.
+"""
+
+import base64
+import contextlib
+import copy
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from vigil_dev import ports
+from vigil_dev.testing import chart
+from vigil_dev.testing.chart import Obj, Tools, find
+from vigil_dev.testing.kube_fixtures import Kube, exists, install_crd, read_json
+from vigil_dev.testing.operator import start_operator
+from vigil_dev.testing.waiting import bound, wait_for
+from vigil_operator import cli as operator_cli
+from vigil_operator import crd
+from vigil_operator.domain.injection import INJECT_LABEL
+from vigil_operator.settings import OperatorSettings
+from vigil_sidecar.budget import ledger
+from vigil_sidecar.metrics import Metrics
+from vigil_spark import cli as report_cli
+
+pytestmark = pytest.mark.kube
+
+REPORT_ON = {"report": {"enabled": True}, "kafka": {"bootstrapServers": "kafka.shop:9092"}}
+WEBHOOK_PATHS = {"inject-sidecar.vigil.dev": "/inject-sidecar", "one-cr-per-group.vigil.dev": "/one-cr-per-group"}
+"""kopf serves each webhook at /<handler id> (admission.py: `inject-sidecar`, `one-cr-per-group`)."""
+KINDS_WITHOUT_CRD = {"PodMonitor", "Certificate", "Issuer"}
+"""prometheus-operator and cert-manager kinds: their CRDs are not on the local apiserver (no registry for them
+here), so these documents are checked by the assertions below instead of `--dry-run=server`."""
+
+
+@pytest.fixture(scope="module")
+def tools(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Tools:
+    return Tools.from_binaries(kube.cluster.binaries, kube.kubeconfig, tmp_path_factory.mktemp("helm"))
+
+
+@pytest.fixture(scope="module")
+def crd_installed(kube: Kube) -> None:
+    install_crd(kube)
+
+
+def merged(*layers: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for layer in layers:
+        _merge(out, copy.deepcopy(layer))
+    return out
+
+
+def _merge(into: dict[str, Any], layer: dict[str, Any]) -> None:
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def operator_container(objects: list[Obj]) -> Obj:
+    (deployment,) = find(objects, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
+# -- static checks -------------------------------------------------------------------------------------------
+
+
+def test_the_charts_crd_is_the_canonical_crd_byte_for_byte() -> None:
+    copied = chart.CHART / "crds" / chart.CANONICAL_CRD.name
+    assert copied.read_bytes() == chart.CANONICAL_CRD.read_bytes(), f"cp {chart.CANONICAL_CRD} {copied}"
+    assert sorted(p.name for p in (chart.CHART / "crds").iterdir()) == [chart.CANONICAL_CRD.name]
+
+
+def test_the_values_schema_refuses_unknown_keys_at_every_object_level() -> None:
+    schema = json.loads((chart.CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((chart.CHART / "values.yaml").read_text())
+    loose: list[str] = []
+
+    def walk(node: dict[str, Any], value: Any, path: str) -> None:
+        if node.get("type") == "object":
+            if node.get("additionalProperties") is not False:
+                loose.append(path or "/")
+            assert isinstance(value, dict), f"{path}: values.yaml has {value!r} where the schema wants an object"
+            # every key of values.yaml is declared, and every declared key has a default in values.yaml
+            assert set(value) == set(node["properties"]), f"{path}: values {sorted(value)} vs schema"
+            for key, child in node["properties"].items():
+                walk(child, value[key], f"{path}/{key}")
+
+    walk(schema, values, "")
+    assert loose == []
+
+
+def test_lint_strict_passes_on_the_default_values(tools: Tools) -> None:
+    result = tools.lint()
+    assert result.returncode == 0, result.output
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.output
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"webhok": {"enabled": False}}, ["additional properties 'webhok' not allowed"]),
+        ({"operator": {"replicas": "two"}}, ["/operator/replicas", "got string, want integer"]),
+        ({"webhook": {"failurePolicy": "Sometimes"}}, ["/webhook/failurePolicy", "Ignore", "Fail"]),
+        ({"operator": {"replicas": 2}}, ["/operator/replicas", "maximum"]),
+        ({"report": {"enabled": True}}, ["/kafka/bootstrapServers", "minLength"]),
+        ({"kafka": {"bootstrapServers": "localhost"}}, ["/kafka/bootstrapServers", "'localhost' does not match"]),
+        ({"operator": {"image": {"tag": 1}}}, ["/operator/image/tag", "got number, want string"]),
+    ],
+    ids=["typo-top-level-key", "wrong-type", "bad-enum", "two-replicas", "report-without-kafka", "no-port", "nested"],
+)
+def test_bad_values_fail_lint_with_a_message_naming_the_key(
+    tools: Tools, values: dict[str, Any], expected: list[str]
+) -> None:
+    result = tools.lint(values, name=uuid.uuid4().hex[:8])
+    assert result.returncode != 0, result.output
+    for words in expected:
+        assert words in result.output, result.output
+
+
+# -- the values matrix, rendered and accepted by the real apiserver ------------------------------------------
+
+
+MATRIX: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "report": REPORT_ON,
+    "cluster-rbac-fail-policy": merged(REPORT_ON, {"rbac": {"scope": "cluster"}, "webhook": {"failurePolicy": "Fail"}}),
+    "namespaced-rbac": merged(REPORT_ON, {"rbac": {"scope": "namespaced"}}),
+    "cert-manager": {"webhook": {"certManager": {"enabled": True}}},
+    "cert-manager-cluster-issuer": {
+        "webhook": {"certManager": {"enabled": True, "issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}}
+    },
+    "monitoring": {"monitoring": {"podMonitor": {"enabled": True}, "grafanaDashboard": {"enabled": True}}},
+    "no-webhook-no-rbac": {"webhook": {"enabled": False}, "rbac": {"create": False}},
+    "kafka-sasl-tls": merged(
+        REPORT_ON,
+        {
+            "kafka": {
+                "securityProtocol": "SASL_SSL",
+                "sasl": {"mechanism": "SCRAM-SHA-512", "username": "report", "passwordSecret": {"name": "kafka"}},
+                "tls": {"caSecret": {"name": "kafka-ca"}},
+            },
+            "report": {"persistence": {"existingClaim": "vigil-report"}, "extraArgs": ["--ingest-only"]},
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(MATRIX))
+def test_each_rendered_values_case_is_accepted_by_the_apiserver(
+    kube: Kube, tools: Tools, namespace: str, case: str
+) -> None:
+    values = merged(MATRIX[case])
+    if values.get("rbac", {}).get("scope") == "namespaced":
+        values["rbac"]["namespaces"] = [namespace]
+    lint = tools.lint(values, name=f"lint-{case}")
+    assert lint.returncode == 0, lint.output
+    release = f"v{uuid.uuid4().hex[:6]}"
+    objects = tools.template(release, namespace, values, name=case)
+
+    without_crd = [o for o in objects if o["kind"] in KINDS_WITHOUT_CRD]
+    checked = [o for o in objects if o["kind"] not in KINDS_WITHOUT_CRD]
+    applied = tools.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-", stdin=chart.dump(checked))
+    assert applied.returncode == 0, applied.output
+    accepted = json.loads(applied.stdout)
+    accepted_items = accepted.get("items", [accepted])
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in accepted_items) == sorted(
+        (o["kind"], o["metadata"]["name"]) for o in checked
+    )
+
+    webhook = values.get("webhook", {})
+    cert_manager = webhook.get("certManager", {}).get("enabled", False)
+    expected_without_crd = set()
+    if cert_manager:
+        expected_without_crd |= {"Certificate"} | ({"Issuer"} if not webhook["certManager"].get("issuerRef") else set())
+    if values.get("monitoring", {}).get("podMonitor", {}).get("enabled"):
+        expected_without_crd.add("PodMonitor")
+    assert {o["kind"] for o in without_crd} == expected_without_crd
+
+    _check_operator_command_line(objects, namespace, values)
+    _check_webhooks(objects, namespace, values)
+    _check_rbac(objects, namespace, values)
+    _check_report(objects, values)
+    _check_monitoring(objects, values)
+
+
+def _check_operator_command_line(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
+    """The rendered args are accepted by the operator's own parser and settings model, with the chart's values."""
+    container = operator_container(objects)
+    assert container["command"] == ["vigil"]
+    assert container["args"][0] == "operator"
+    parsed = operator_cli.build_parser().parse_args(container["args"][1:])
+    settings = OperatorSettings.model_validate(
+        {n: getattr(parsed, n) for n in OperatorSettings.model_fields if getattr(parsed, n) is not None}
+    )
+    assert parsed.standalone
+    assert settings.namespace == namespace
+    assert settings.metrics_port == values.get("operator", {}).get("metricsPort", 8081)
+    webhook = values.get("webhook", {})
+    assert settings.webhook is webhook.get("enabled", True)
+    if settings.webhook:
+        assert settings.webhook_failure_policy == webhook.get("failurePolicy", "Ignore")
+        assert settings.webhook_port == 9443
+        assert settings.webhook_bind == "0.0.0.0"  # noqa: S104 - the apiserver calls in through the Service
+        assert settings.webhook_cert is not None
+        assert settings.webhook_key is not None
+        assert not settings.webhook_managed  # the chart owns the configurations
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert settings.webhook_cert.parent == Path(mounts["webhook-tls"])
+    if values.get("rbac", {}).get("scope") == "namespaced":
+        assert parsed.watch_namespace == [namespace]
+        assert not parsed.all_namespaces
+    else:
+        assert parsed.all_namespaces
+        assert parsed.watch_namespace == []
+    assert str(settings.state_dir).startswith("/tmp/")
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    (deployment,) = find(objects, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def _check_webhooks(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
+    webhook = values.get("webhook", {})
+    mutating = find(objects, "MutatingWebhookConfiguration")
+    validating = find(objects, "ValidatingWebhookConfiguration")
+    if not webhook.get("enabled", True):
+        assert mutating == validating == []
+        assert find(objects, "Service") == find(objects, "Secret") == []
+        return
+    ((config,), (vconfig,)) = mutating, validating
+    (hook,) = config["webhooks"]
+    assert hook["failurePolicy"] == webhook.get("failurePolicy", "Ignore")
+    assert hook["rules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"], "scope": "*"}
+    ]
+    assert hook["objectSelector"] == {"matchExpressions": [{"key": INJECT_LABEL, "operator": "In", "values": ["true"]}]}
+    assert hook["namespaceSelector"] == {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]}
+        ]
+    }
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+    assert hook["timeoutSeconds"] <= 10
+    (service,) = find(objects, "Service")
+    for cfg in (config, vconfig):
+        for h in cfg["webhooks"]:
+            ref = h["clientConfig"]["service"]
+            assert (ref["name"], ref["namespace"], ref["path"]) == (
+                service["metadata"]["name"],
+                namespace,
+                WEBHOOK_PATHS[h["name"]],
+            )
+    if webhook.get("certManager", {}).get("enabled"):
+        (certificate,) = find(objects, "Certificate")
+        (deployment,) = find(objects, "Deployment")
+        volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "webhook-tls")
+        assert certificate["spec"]["secretName"] == volume["secret"]["secretName"]
+        assert f"{service['metadata']['name']}.{namespace}.svc" in certificate["spec"]["dnsNames"]
+        inject_from = f"{namespace}/{certificate['metadata']['name']}"
+        for cfg in (config, vconfig):
+            assert cfg["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == inject_from
+            assert all("caBundle" not in h["clientConfig"] for h in cfg["webhooks"])
+        assert find(objects, "Secret") == []
+        issuer = certificate["spec"]["issuerRef"]
+        if not webhook["certManager"].get("issuerRef"):
+            (own,) = find(objects, "Issuer")
+            assert (issuer["kind"], issuer["name"]) == ("Issuer", own["metadata"]["name"])
+            assert own["spec"] == {"selfSigned": {}}
+        else:
+            assert (issuer["kind"], issuer["name"]) == ("ClusterIssuer", "ca")
+    else:
+        (secret,) = find(objects, "Secret")
+        ca = base64.b64decode(secret["data"]["ca.crt"])
+        for cfg in (config, vconfig):
+            assert all(base64.b64decode(h["clientConfig"]["caBundle"]) == ca for h in cfg["webhooks"])
+        _check_serving_cert(secret, f"{service['metadata']['name']}.{namespace}.svc")
+
+
+def _check_serving_cert(secret: Obj, host: str) -> None:
+    """The serving certificate names the Service's DNS name and is signed by the CA in the caBundle."""
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    leaf = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert host in names
+    leaf.verify_directly_issued_by(ca)
+
+
+def _rules_of(obj: Obj) -> set[tuple[str, str, str]]:
+    return {
+        (g, r, v) for rule in obj["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
+
+
+OPERATOR_NEEDS = {
+    ("vigil.dev", "consumergroups", "watch"),
+    ("vigil.dev", "consumergroups", "patch"),
+    ("vigil.dev", "consumergroups/status", "patch"),
+    ("", "pods", "watch"),
+    ("", "pods", "delete"),
+    ("", "secrets", "get"),
+    ("", "events", "create"),
+    ("apps", "statefulsets", "get"),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "update"),
+    ("rbac.authorization.k8s.io", "roles", "create"),
+    ("rbac.authorization.k8s.io", "rolebindings", "create"),
+}
+CLUSTER_NEEDS = {("", "nodes", "watch"), ("apiextensions.k8s.io", "customresourcedefinitions", "watch")}
+
+
+def _check_rbac(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
+    rbac = values.get("rbac", {})
+    kinds = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    if rbac.get("create", True) is False:
+        assert [o for o in objects if o["kind"] in kinds] == []
+        return
+    (operator_cluster_role,) = [o for o in find(objects, "ClusterRole") if o["metadata"]["name"].endswith("-operator")]
+    cluster_rules = _rules_of(operator_cluster_role)
+    assert cluster_rules >= CLUSTER_NEEDS
+    assert ("", "secrets", "list") not in cluster_rules  # least privilege: secrets are read by name only
+    assert all(verb not in {"*", "escalate", "bind", "impersonate"} for (_, _, verb) in cluster_rules)
+    if rbac.get("scope", "cluster") == "namespaced":
+        assert not cluster_rules & OPERATOR_NEEDS  # nothing namespaced is granted cluster-wide
+        (role,) = [o for o in find(objects, "Role") if o["metadata"]["name"].endswith("-operator")]
+        assert role["metadata"]["namespace"] == namespace
+        assert _rules_of(role) >= OPERATOR_NEEDS
+    else:
+        assert cluster_rules >= OPERATOR_NEEDS
+        assert [o for o in find(objects, "Role") if o["metadata"]["name"].endswith("-operator")] == []
+    if values.get("report", {}).get("enabled"):
+        report_roles = [
+            o for o in objects if o["kind"] in {"Role", "ClusterRole"} and "-report" in o["metadata"]["name"]
+        ]
+        (report_role,) = report_roles
+        assert _rules_of(report_role) == {
+            ("vigil.dev", "consumergroups", "get"),
+            ("vigil.dev", "consumergroups", "list"),
+            ("vigil.dev", "consumergroups/status", "get"),
+            ("vigil.dev", "consumergroups/status", "patch"),
+        }
+
+
+def _check_report(objects: list[Obj], values: dict[str, Any]) -> None:
+    jobs = find(objects, "CronJob")
+    if not values.get("report", {}).get("enabled"):
+        assert jobs == []
+        return
+    (job,) = jobs
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["vigil"]
+    assert container["args"][0] == "report"
+    parsed = report_cli.build_parser().parse_args(container["args"][1:])  # the real flags, or SystemExit
+    assert parsed.master == "local[*]"
+    assert str(parsed.out) in {m["mountPath"] for m in container["volumeMounts"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["VIGIL_KAFKA_BOOTSTRAP_SERVERS"] == values["kafka"]["bootstrapServers"]
+    assert job["spec"]["concurrencyPolicy"] == "Forbid"
+    sasl = values["kafka"].get("sasl", {})
+    if sasl.get("passwordSecret"):
+        password_file = Path(env["VIGIL_KAFKA_SASL_PASSWORD_FILE"] or "")
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert str(password_file.parent) == mounts["kafka-sasl"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "kafka-sasl"]
+        assert volume["secret"]["items"] == [{"key": "password", "path": password_file.name}]
+        assert parsed.ingest_only
+
+
+def _check_monitoring(objects: list[Obj], values: dict[str, Any]) -> None:
+    monitoring = values.get("monitoring", {})
+    if not monitoring.get("podMonitor", {}).get("enabled"):
+        assert find(objects, "PodMonitor") == []
+    else:
+        sidecars, operator = sorted(find(objects, "PodMonitor"), key=lambda m: m["metadata"]["name"], reverse=True)
+        assert sidecars["apiVersion"] == operator["apiVersion"] == "monitoring.coreos.com/v1"
+        assert sidecars["spec"]["selector"] == {"matchLabels": {INJECT_LABEL: "true"}}
+        assert sidecars["spec"]["podMetricsEndpoints"][0]["port"] == "vigil-health"  # the injected sidecar's port
+        # the operator's own /metrics: the port the Deployment names, on the pods it selects
+        (deployment,) = find(objects, "Deployment")
+        assert operator["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+        ports = {p["name"]: p["containerPort"] for p in operator_container(objects)["ports"]}
+        assert operator["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+        assert ports["metrics"] == 8081
+    dashboards = [o for o in find(objects, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+    if not monitoring.get("grafanaDashboard", {}).get("enabled"):
+        assert dashboards == []
+        return
+    (dashboard,) = dashboards
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    parsed = json.loads(dashboard["data"]["vigil.json"])
+    exprs = [t["expr"] for p in parsed["panels"] for t in p["targets"]]
+    assert exprs
+    assert all("vigil_sidecar_" in e for e in exprs)
+    _check_metric_names(exprs)
+
+
+def _check_metric_names(exprs: list[str]) -> None:
+    """Every metric the dashboard queries is one the sidecar exports (counters with prometheus' `_total`)."""
+    exported: set[str] = set()
+    for family in Metrics().registry.collect():
+        exported.add(family.name + "_total" if family.type == "counter" else family.name)
+    used = {m for e in exprs for m in re.findall(r"vigil_sidecar_[a-z_]+", e)}
+    assert used <= exported, used - exported
+
+
+# -- a real install, upgrade and uninstall -------------------------------------------------------------------
+
+
+@pytest.fixture
+def release(tools: Tools, namespace: str) -> Iterator[str]:
+    name = f"vigil-{uuid.uuid4().hex[:6]}"
+    try:
+        yield name
+    finally:
+        tools.helm("uninstall", name, "--namespace", namespace, "--ignore-not-found")
+
+
+def test_install_upgrade_uninstall_on_the_real_apiserver(
+    kube: Kube, tools: Tools, namespace: str, release: str
+) -> None:
+    ext = client.ApiextensionsV1Api(kube.api)
+    admission = client.AdmissionregistrationV1Api(kube.api)
+    rbac = client.RbacAuthorizationV1Api(kube.api)
+    batch = client.BatchV1Api(kube.api)
+    crd_before = exists(lambda: ext.read_custom_resource_definition(crd.NAME))
+    values = tools.values_file(release, merged(REPORT_ON, {"webhook": {"failurePolicy": "Fail"}}))
+
+    installed = tools.helm("install", release, str(chart.CHART), "--namespace", namespace, "-f", str(values))
+    assert installed.returncode == 0, installed.output
+    assert "kubectl apply -f my-group.yaml" in installed.stdout  # NOTES.txt is shown
+
+    full = release  # the release name contains "vigil": it is the prefix
+    deployment = kube.apps.read_namespaced_deployment(f"{full}-operator", namespace)
+    assert deployment.spec.strategy.type == "Recreate"
+    assert deployment.spec.template.spec.service_account_name == full
+    kube.core.read_namespaced_service_account(full, namespace)
+    kube.core.read_namespaced_service_account(f"{full}-report", namespace)
+    role = rbac.read_cluster_role(f"{full}-operator")
+    assert {r for r in _rules_of(_camel(role)) if r in OPERATOR_NEEDS} == OPERATOR_NEEDS
+    binding = rbac.read_cluster_role_binding(f"{full}-operator")
+    assert [(s.kind, s.name, s.namespace) for s in binding.subjects] == [("ServiceAccount", full, namespace)]
+    rbac.read_cluster_role_binding(f"{full}-report")
+    service = kube.core.read_namespaced_service(f"{full}-webhook", namespace)
+    assert [(p.port, p.target_port) for p in service.spec.ports] == [(443, "webhook")]
+    cron = batch.read_namespaced_cron_job(f"{full}-report", namespace)
+    assert cron.spec.schedule == "17 * * * *"
+
+    secret = kube.core.read_namespaced_secret(f"{full}-webhook-tls", namespace).data
+    config = admission.read_mutating_webhook_configuration(full)
+    (hook,) = config.webhooks
+    assert hook.failure_policy == "Fail"
+    assert hook.reinvocation_policy == "IfNeeded"
+    assert hook.client_config.ca_bundle == secret["ca.crt"]
+    assert hook.namespace_selector.match_expressions[0].values == ["kube-system", namespace]
+    assert hook.object_selector.match_expressions[0].key == INJECT_LABEL
+    (vhook,) = admission.read_validating_webhook_configuration(full).webhooks
+    assert vhook.client_config.ca_bundle == secret["ca.crt"]
+    crd_now = ext.read_custom_resource_definition(crd.NAME)  # from the chart's crds/ unless already there
+    assert crd_before or crd_now.spec.names.short_names == ["kcg"]
+    checksum = deployment.spec.template.metadata.annotations["checksum/webhook-tls"]
+
+    # A ConsumerGroup (the operator does not run here: nothing reconciles it) must outlive the release.
+    group = yaml.safe_load((chart.ROOT / "examples" / "consumergroups" / "dynamic-deployment.yaml").read_text())
+    group["metadata"] = {"name": "kept", "namespace": namespace}
+    kube.apply(group)
+
+    upgraded = tools.helm(
+        "upgrade", release, str(chart.CHART), "--namespace", namespace, "-f", str(values), "--set",
+        "operator.resyncSeconds=45",
+    )  # fmt: skip
+    assert upgraded.returncode == 0, upgraded.output
+    after = kube.core.read_namespaced_secret(f"{full}-webhook-tls", namespace).data
+    assert after == secret  # generated once, kept by the upgrade
+    (hook_after,) = admission.read_mutating_webhook_configuration(full).webhooks
+    assert hook_after.client_config.ca_bundle == secret["ca.crt"]
+    args = kube.apps.read_namespaced_deployment(f"{full}-operator", namespace).spec.template.spec.containers[0].args
+    assert "--resync-seconds=45" in args  # the upgrade did change what it should
+    template_after = kube.apps.read_namespaced_deployment(f"{full}-operator", namespace).spec.template
+    assert template_after.metadata.annotations["checksum/webhook-tls"] == checksum  # same certificate, same hash
+
+    uninstalled = tools.helm("uninstall", release, "--namespace", namespace)
+    assert uninstalled.returncode == 0, uninstalled.output
+    assert not exists(lambda: admission.read_mutating_webhook_configuration(full))
+    assert not exists(lambda: admission.read_validating_webhook_configuration(full))
+    assert not exists(lambda: rbac.read_cluster_role(f"{full}-operator"))
+    assert not exists(lambda: kube.core.read_namespaced_secret(f"{full}-webhook-tls", namespace))
+    assert exists(lambda: ext.read_custom_resource_definition(crd.NAME))  # Helm never deletes crds/
+    assert exists(
+        lambda: kube.custom.get_namespaced_custom_object("vigil.dev", "v1alpha1", namespace, "consumergroups", "kept")
+    )
+
+
+def _camel(role: Any) -> Obj:
+    return {
+        "rules": [{"apiGroups": r.api_groups or [""], "resources": r.resources, "verbs": r.verbs} for r in role.rules]
+    }
+
+
+# -- the real operator, running with nothing but the chart's RBAC ---------------------------------------------
+
+
+@pytest.mark.usefixtures("crd_installed")
+@pytest.mark.parametrize("scope", ["cluster", "namespaced"])
+def test_the_operator_does_its_work_with_nothing_but_the_charts_rbac(  # noqa: PLR0917 - fixtures
+    kube: Kube, tools: Tools, namespace: str, release: str, tmp_path: Path, scope: str
+) -> None:
+    """The operator process (not its image: none can be built here) acts as the chart's ServiceAccount. For a
+    ConsumerGroup whose broker is unreachable it writes the status, posts Events, creates the budget Lease,
+    Role and RoleBinding, and sets its finalizer — and the apiserver refuses it nothing."""
+    values = {"rbac": {"scope": scope, "namespaces": [namespace] if scope == "namespaced" else []}}
+    installed = tools.helm(
+        "install", release, str(chart.CHART), "--namespace", namespace, "-f", str(tools.values_file(release, values))
+    )
+    assert installed.returncode == 0, installed.output
+    kubeconfig = chart.service_account_kubeconfig(tools, namespace, release, tmp_path / "operator.kubeconfig")
+    (port,) = ports.free_ports(1)  # nothing listens there: BrokerUnreachable at once
+    group = yaml.safe_load((chart.ROOT / "examples" / "consumergroups" / "dynamic-deployment.yaml").read_text())
+    group["metadata"] = {"name": "orders", "namespace": namespace}
+    group["spec"]["kafka"] = {"bootstrapServers": f"127.0.0.1:{port}"}
+    watch = ["--watch-namespace", namespace] if scope == "namespaced" else []
+    operator = start_operator(kubeconfig, tmp_path, name=f"operator-{scope}", webhook=False, args=watch)
+    rbac = client.RbacAuthorizationV1Api(kube.api)
+    coordination = client.CoordinationV1Api(kube.api)
+    try:
+        kube.apply(group)
+
+        def status() -> Obj:
+            found: Obj = kube.custom.get_namespaced_custom_object(
+                "vigil.dev", "v1alpha1", namespace, "consumergroups", "orders"
+            )
+            return found.get("status") or {}
+
+        conditions = wait_for(
+            lambda: {c["type"]: c.get("reason") for c in status().get("conditions") or []},
+            lambda c: c.get("Ready") == "BrokerUnreachable",
+            timeout=bound(30),
+            what="status written by the operator as the chart's ServiceAccount",
+        )
+        assert conditions["Ready"] == "BrokerUnreachable"
+        lease = ledger.lease_name("orders")
+        wait_for(
+            lambda: [
+                exists(lambda: coordination.read_namespaced_lease(lease, namespace)),
+                exists(lambda: rbac.read_namespaced_role("vigil-budget-orders", namespace)),
+                exists(lambda: rbac.read_namespaced_role_binding("vigil-budget-orders", namespace)),
+            ],
+            all,
+            timeout=bound(10),
+            what="the budget Lease, Role and RoleBinding",
+        )
+        events = wait_for(
+            lambda: kube.core.list_namespaced_event(namespace, field_selector="involvedObject.name=orders").items,
+            timeout=bound(10),
+            what="an Event on the ConsumerGroup",
+        )
+        assert events
+        # kopf's finalizer and progress annotations: the operator may patch ConsumerGroups
+        meta = kube.custom.get_namespaced_custom_object("vigil.dev", "v1alpha1", namespace, "consumergroups", "orders")[
+            "metadata"
+        ]
+        assert "vigil.dev/finalizer" in meta.get("finalizers", [])
+    finally:
+        operator.stop()
+        # the operator is gone: release its finalizer, or the namespace could never be deleted
+        with contextlib.suppress(ApiException):
+            kube.custom.patch_namespaced_custom_object(
+                "vigil.dev", "v1alpha1", namespace, "consumergroups", "orders", {"metadata": {"finalizers": None}}
+            )
+    # an RBAC refusal names the account (a 403 for a namespace another test is deleting is not one)
+    account = f"system:serviceaccount:{namespace}:{release}"
+    refused = [
+        line
+        for line in operator.log_text().splitlines()
+        if account in line or "not enough permissions" in line.lower() or "rbac" in line.lower()
+    ]
+    assert refused == []
+
+
+# -- the chart's webhooks against the operator-managed ones -------------------------------------------------
+
+
+MUTATING_DIFFERENCES = {"clientConfig", "namespaceSelector", "reinvocationPolicy", "timeoutSeconds"}
+"""What only the chart sets: the Service instead of a URL; the namespaces it leaves alone (the operator also
+refuses them in code); reinvocation (injection is idempotent); a short timeout (kopf always writes 30)."""
+VALIDATING_DIFFERENCES = {"clientConfig", "timeoutSeconds", "failurePolicy"}
+"""kopf writes Fail for a validating handler; the chart defaults to Ignore (the operator marks duplicates
+DuplicateGroup anyway, so an operator outage should not block ConsumerGroup creation)."""
+
+
+def test_the_charts_webhooks_match_the_ones_the_operator_manages(
+    kube: Kube, tools: Tools, crd_installed: None, namespace: str, tmp_path: Path
+) -> None:
+    admission = client.AdmissionregistrationV1Api(kube.api)
+    objects = tools.template("vigil", namespace, {}, name="compare")
+
+    def server_form(kind: str) -> Obj:
+        """The chart's configuration as the apiserver stores it (defaults filled), by a dry-run create."""
+        (obj,) = find(objects, kind)
+        applied = tools.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(obj))
+        assert applied.returncode == 0, applied.output
+        result: Obj = json.loads(applied.stdout)
+        return result
+
+    chart_mutating = server_form("MutatingWebhookConfiguration")
+    chart_validating = server_form("ValidatingWebhookConfiguration")
+
+    def managed(kind: str) -> Obj | None:
+        read = (
+            admission.read_mutating_webhook_configuration
+            if kind == "mutating"
+            else admission.read_validating_webhook_configuration
+        )
+        return read_json(lambda: read("vigil.dev", _preload_content=False))
+
+    operator = start_operator(kube.kubeconfig, tmp_path, name="chart-compare-operator")
+
+    def written_by_this_operator(config: Obj | None) -> bool:
+        hooks = (config or {}).get("webhooks") or []
+        return len(hooks) == 1 and f":{operator.webhook_port}/" in hooks[0]["clientConfig"].get("url", "")
+
+    try:
+        operator_mutating = wait_for(
+            lambda: managed("mutating"),
+            written_by_this_operator,
+            timeout=bound(10),
+            what="the operator's managed MutatingWebhookConfiguration vigil.dev",
+        )
+        operator_validating = wait_for(
+            lambda: managed("validating"),
+            written_by_this_operator,
+            timeout=bound(10),
+            what="the operator's managed ValidatingWebhookConfiguration vigil.dev",
+        )
+    finally:
+        operator.stop()
+        for delete in (
+            admission.delete_mutating_webhook_configuration,
+            admission.delete_validating_webhook_configuration,
+        ):
+            try:
+                delete("vigil.dev")
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+    assert operator_mutating is not None
+    assert operator_validating is not None
+
+    for ours, theirs, allowed in (
+        (chart_mutating, operator_mutating, MUTATING_DIFFERENCES),
+        (chart_validating, operator_validating, VALIDATING_DIFFERENCES),
+    ):
+        (mine,) = ours["webhooks"]
+        (kopf_hook,) = theirs["webhooks"]
+        differing = {k for k in set(mine) | set(kopf_hook) if mine.get(k) != kopf_hook.get(k)}
+        assert differing == allowed, {k: (mine.get(k), kopf_hook.get(k)) for k in differing}
+        # same handler path: the Service path is the operator's URL path
+        assert kopf_hook["clientConfig"]["url"].endswith(mine["clientConfig"]["service"]["path"])
+        assert "service" not in kopf_hook["clientConfig"]
+    (mine,) = chart_mutating["webhooks"]
+    (kopf_hook,) = operator_mutating["webhooks"]
+    assert (mine["reinvocationPolicy"], kopf_hook["reinvocationPolicy"]) == ("IfNeeded", "Never")
+    assert kopf_hook["namespaceSelector"] == {}
