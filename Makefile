@@ -70,7 +70,7 @@ test-kafka3: setup
 	@scripts/timed "kafka 3-node suite" $(PYTEST) tests/integration -m "kafka3" -q
 
 test-kube: setup
-	@scripts/timed "kubernetes integration suite" $(PYTEST) tests/integration -m "kube" -q
+	@scripts/timed "kubernetes integration suite" $(PYTEST) tests/integration -m "kube and not spark" -q
 
 test-e2e: setup
 	@scripts/timed "e2e suite (operator, webhook, fakelet pods, Kafka)" $(PYTEST) tests/e2e -m "e2e" -q

@@ -534,7 +534,9 @@ def _previous(body: Mapping[str, Any]) -> ConsumerGroupStatus:
         return ConsumerGroupStatus()
 
 
-_OWN_ALIASES = frozenset(f.alias or n for n, f in ConsumerGroupStatus.model_fields.items())
+_OWN_ALIASES = frozenset(f.alias or n for n, f in ConsumerGroupStatus.model_fields.items()) - {"report"}
+"""The status fields the operator owns: `report` is the report job's (field manager vigil-report); carrying it
+into an apply would make the operator co-own it and could put an older report back."""
 
 
 def _replaced(
@@ -584,7 +586,7 @@ def _restart(
 
 
 def _dump(status: ConsumerGroupStatus) -> dict[str, Any]:
-    return status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return status.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"report"})
 
 
 def _one_line(exc: BaseException) -> str:

@@ -2,7 +2,9 @@
 
 Stages, one progress line each on stderr: check the cluster (before any JVM starts, so a wrong address fails in
 seconds), start Spark, ingest each topic (only what is new since the last run), then the model and outputs
-(`vigil_spark.model.build`, when installed). Any failure is one line and a non-zero exit: 2 for bad flags or
+(`vigil_spark.model.build`, when installed), and with `--update-status` each matching `ConsumerGroup`'s
+`status.report` (`vigil_spark.outputs.status`; the apiserver is checked before Spark starts too).
+Any failure is one line and a non-zero exit: 2 for bad flags or
 settings, 1 for everything else (unreachable broker, missing Kafka source jars, a failed query); `--verbose`
 adds the traceback.
 
@@ -31,6 +33,13 @@ from vigil_core.kafka.security import KafkaConnection
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from vigil_spark.outputs.status import KafkaCluster, Writer
+    from vigil_spark.outputs.summary import GroupSummary
+
+    Summaries = tuple[list[GroupSummary], datetime]
+    """A run's per-group summaries and their report time."""
+    KubeStatus = tuple[Writer, KafkaCluster]
 
 PROG: Final = "vigil report"
 OFFSETS_TOPIC: Final = "__consumer_offsets"
@@ -140,6 +149,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="the zone of the logs' timestamps when they carry none (default: UTC)",
     )
     p.add_argument("--ingest-only", action="store_true", help="stop after the ingest (no model, no report)")
+    p.add_argument(
+        "--update-status",
+        action="store_true",
+        help="also write each matching ConsumerGroup's status.report (server-side apply, field manager "
+        "vigil-report; needs list on consumergroups and patch on consumergroups/status). A failure to list or "
+        "apply fails the run (exit 1), after report.html and summary.json are written",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="with --update-status: the kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)",
+    )
+    p.add_argument(
+        "--namespace",
+        default=None,
+        metavar="NS",
+        help="with --update-status: only ConsumerGroups in this namespace (default: all namespaces)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="print the traceback of a failure")
     return p
 
@@ -164,6 +193,9 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-records-per-batch: expected a positive number, got {args.max_records_per_batch}")
     if args.connect_timeout <= 0:
         raise UsageError(f"--connect-timeout: expected a positive number of seconds, got {args.connect_timeout}")
+    for flag in ("kubeconfig", "namespace"):
+        if getattr(args, flag) is not None and not args.update_status:
+            raise UsageError(f"--{flag}: only with --update-status")
 
 
 def default_jars(env: Mapping[str, str]) -> str | None:
@@ -248,7 +280,8 @@ def _broker_logs(spark: "SparkSession", args: argparse.Namespace, tables_dir: Pa
         f" {time.monotonic() - started:.1f}s")  # fmt: skip
 
 
-def _model(spark: "SparkSession", args: argparse.Namespace, tables_dir: Path) -> None:
+def _model(spark: "SparkSession", args: argparse.Namespace, tables_dir: Path) -> "Summaries | None":
+    """The model and outputs; the summaries and their report time (None when there is no model)."""
     if args.ingest_only:
         say("model: skipped (--ingest-only)")
     elif importlib.util.find_spec(MODEL_MODULE) is None:
@@ -258,10 +291,11 @@ def _model(spark: "SparkSession", args: argparse.Namespace, tables_dir: Path) ->
         model = importlib.import_module(MODEL_MODULE)
         model.build(spark, tables_dir, args.out)
         say(f"model: done in {time.monotonic() - started:.1f}s ({args.out})")
-        _outputs(spark, args.out)
+        return _outputs(spark, args.out)
+    return None
 
 
-def _outputs(spark: "SparkSession", out: Path) -> None:
+def _outputs(spark: "SparkSession", out: Path) -> "Summaries":
     """report.html and summary.json beside the model, and the short summary on stdout."""
     from vigil_spark.outputs import html, summary  # noqa: PLC0415 - keeps pyspark out of `--help`
 
@@ -278,6 +312,54 @@ def _outputs(spark: "SparkSession", out: Path) -> None:
     (out / "summary.json").write_text(json.dumps(summary.as_json(summaries, now), indent=2, default=str) + "\n")
     print(summary.text(summaries, now), flush=True)
     say(f"report: {out / 'report.html'}, {out / 'summary.json'} ({len(summaries)} group(s))")
+    return summaries, now
+
+
+def _kube(args: argparse.Namespace, env: Mapping[str, str], conn: KafkaConnection) -> "KubeStatus | None":
+    """With --update-status: the apiserver and the Kafka cluster's identity, checked before Spark starts (a wrong
+    kubeconfig or missing RBAC fails in seconds, not after the job)."""
+    if not args.update_status:
+        return None
+    if args.ingest_only:
+        say("kubernetes: skipped (--ingest-only: no summaries to write)")
+        return None
+    from vigil_spark.outputs import status  # noqa: PLC0415
+
+    started = time.monotonic()
+    try:
+        writer = status.Writer.connect(args.kubeconfig, env, args.namespace, timeout=args.connect_timeout)
+    except status.KubeConfigError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        found = len(writer.targets())
+        cluster = status.KafkaCluster(
+            name=args.cluster,
+            cluster_id=status.kafka_cluster_id(conn, timeout=args.connect_timeout),
+            bootstrap=status.addresses(conn.bootstrap_servers),
+        )
+    except BaseException:
+        writer.close()
+        raise
+    say(f"kubernetes at {writer.server}: {found} ConsumerGroup(s) in {writer.scope}; Kafka cluster id"
+        f" {cluster.cluster_id or 'not given'} ({time.monotonic() - started:.1f}s)")  # fmt: skip
+    return writer, cluster
+
+
+def _update_status(kube: "KubeStatus", summaries: "Summaries") -> None:
+    """Each matching ConsumerGroup's status.report (the CRs are listed again: the job may have run for long)."""
+    from vigil_spark.outputs import status  # noqa: PLC0415
+
+    writer, cluster = kube
+    started = time.monotonic()
+    done = status.plan(summaries[0], writer.targets(), cluster, summaries[1])
+    applied, gone = status.write(writer, done.updates)
+    notes = [f"{len(done.without_cr)} group(s) without a matching ConsumerGroup"]
+    if done.other_cluster:
+        notes.append(f"{len(done.other_cluster)} ConsumerGroup(s) of another cluster: {', '.join(done.other_cluster)}")
+    if gone:
+        notes.append(f"{len(gone)} deleted meanwhile: {', '.join(gone)}")
+    say(f"status: report of {applied} ConsumerGroup(s) applied for {done.summarized} group(s) of cluster"
+        f" {cluster.name} ({'; '.join(notes)}) in {time.monotonic() - started:.1f}s")  # fmt: skip
 
 
 def _aware(value: Any) -> Any:
@@ -287,18 +369,13 @@ def _aware(value: Any) -> Any:
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> None:
     """The stages; raises on failure (main turns that into one line and an exit code)."""
-    from vigil_spark import tables  # noqa: PLC0415 - keeps pyspark out of `--help`
-    from vigil_spark.ingest import stream  # noqa: PLC0415
-    from vigil_spark.sources import kafka  # noqa: PLC0415
+    from vigil_spark.sources import kafka  # noqa: PLC0415 - keeps pyspark out of `--help`
 
     check_args(args)
     try:
         conn = KafkaConnection.from_env(env)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    out: Path = args.out
-    tables_dir = out / "tables"
-    checkpoints: Path = args.checkpoint or out / "checkpoints"
 
     started = time.monotonic()
     offsets_partitions = kafka.partitions(conn, OFFSETS_TOPIC, timeout=args.connect_timeout)
@@ -307,7 +384,33 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> None:
              ((OFFSETS_TOPIC, offsets_partitions), (args.events_topic, events_partitions))}  # fmt: skip
     topics = ", ".join(f"{t} {state}" for t, state in found.items())
     say(f"cluster {args.cluster} at {conn.bootstrap_servers}: {topics} ({time.monotonic() - started:.1f}s)")
+    kube = _kube(args, env, conn)
+    try:
+        summaries = _spark_stages(args, env, conn, offsets_partitions, events_partitions)
+        if kube is not None:
+            if summaries is None:
+                say("status: skipped (no model, no summaries)")
+            else:
+                _update_status(kube, summaries)
+    finally:
+        if kube is not None:
+            kube[0].close()
 
+
+def _spark_stages(
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    conn: KafkaConnection,
+    offsets_partitions: list[int],
+    events_partitions: list[int],
+) -> "Summaries | None":
+    """Spark: the ingest, the model and the outputs; the summaries (None without a model)."""
+    from vigil_spark import tables  # noqa: PLC0415 - keeps pyspark out of `--help`
+    from vigil_spark.ingest import stream  # noqa: PLC0415
+
+    out: Path = args.out
+    tables_dir = out / "tables"
+    checkpoints: Path = args.checkpoint or out / "checkpoints"
     spark, owned = _start_spark(args, env)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -329,7 +432,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> None:
             _broker_logs(spark, args, tables_dir)
         totals = {name: tables.read(spark, tables_dir, name).count() for name in tables.SCHEMAS}
         say("tables: " + ", ".join(f"{name} {count}" for name, count in totals.items()) + f" rows in {tables_dir}")
-        _model(spark, args, tables_dir)
+        return _model(spark, args, tables_dir)
     finally:
         if owned:  # stop only a session this run started (tests and notebooks keep theirs)
             spark.stop()

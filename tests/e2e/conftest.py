@@ -4,15 +4,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
-from vigil_dev.testing.e2e import CG
-from vigil_dev.testing.kube_fixtures import Kube
+from vigil_dev.testing.kube_fixtures import Kube, install_crd
 from vigil_dev.testing.operator import RunningOperator, start_operator
-from vigil_dev.testing.waiting import wait_for
-from vigil_operator import crd
 
 
 @pytest.fixture(scope="module")
@@ -22,19 +18,8 @@ def events_topic(kafka: KafkaCluster) -> str:
 
 @pytest.fixture(scope="module")
 def crds(kube: Kube) -> None:
-    kube.apply(crd.load())
+    install_crd(kube)
     kube.apply((Path(__file__).parents[2] / "crds" / "kopf-peering.yaml").read_text())
-
-    def served() -> bool:
-        try:
-            kube.custom.list_cluster_custom_object(*CG)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
-
-    wait_for(served, timeout=30, what="the ConsumerGroup CRD served")
 
 
 @pytest.fixture(scope="module")

@@ -205,7 +205,7 @@ def namespace(kube: Kube) -> Iterator[str]:
 
 
 def install_crd(kube: Kube, crd: Mapping[str, Any] | None = None) -> None:
-    """Apply the ConsumerGroup CRD (the shipped one unless given) and wait until it is Established."""
+    """Apply the ConsumerGroup CRD (the shipped one unless given) and wait until it is Established and served."""
     from vigil_operator import crd as shipped  # noqa: PLC0415 - the stack itself does not need the operator
 
     body = dict(crd or shipped.load())
@@ -218,6 +218,10 @@ def install_crd(kube: Kube, crd: Mapping[str, Any] | None = None) -> None:
         timeout=15,
         what=f"CRD {name} Established",
     )
+    spec = body["spec"]
+    served = (spec["group"], spec["versions"][0]["name"], spec["names"]["plural"])
+    wait_for(lambda: exists(lambda: kube.custom.list_cluster_custom_object(*served)), timeout=30,
+             what=f"CRD {name} served")  # fmt: skip
 
 
 def read_json(read: Callable[[], Any]) -> Obj | None:
