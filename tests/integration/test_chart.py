@@ -136,6 +136,14 @@ def test_bad_values_fail_lint_with_a_message_naming_the_key(
         assert words in result.output, result.output
 
 
+def test_a_status_writing_report_over_two_watched_namespaces_is_refused_at_render(tools: Tools) -> None:
+    """Rules that span keys are the templates' (`fail`): `helm lint` only logs those, `install`/`template` refuse."""
+    values = merged(REPORT_ON, {"rbac": {"scope": "namespaced", "namespaces": ["shop", "pay"]}})
+    result = tools.helm("template", "x", str(chart.CHART), "-f", str(tools.values_file("two-namespaces", values)))
+    assert result.returncode != 0
+    assert "report.updateStatus with rbac.scope=namespaced needs exactly one namespace" in result.output
+
+
 # -- the values matrix, rendered and accepted by the real apiserver ------------------------------------------
 
 
@@ -198,7 +206,7 @@ def test_each_rendered_values_case_is_accepted_by_the_apiserver(
     _check_operator_command_line(objects, namespace, values)
     _check_webhooks(objects, namespace, values)
     _check_rbac(objects, namespace, values)
-    _check_report(objects, values)
+    _check_report(objects, namespace, values)
     _check_monitoring(objects, values)
 
 
@@ -360,7 +368,7 @@ def _check_rbac(objects: list[Obj], namespace: str, values: dict[str, Any]) -> N
         }
 
 
-def _check_report(objects: list[Obj], values: dict[str, Any]) -> None:
+def _check_report(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
     jobs = find(objects, "CronJob")
     if not values.get("report", {}).get("enabled"):
         assert jobs == []
@@ -372,6 +380,9 @@ def _check_report(objects: list[Obj], values: dict[str, Any]) -> None:
     assert container["args"][0] == "report"
     parsed = report_cli.build_parser().parse_args(container["args"][1:])  # the real flags, or SystemExit
     assert parsed.master == "local[*]"
+    assert parsed.update_status is values["report"].get("updateStatus", True)
+    namespaced = values.get("rbac", {}).get("scope") == "namespaced"
+    assert parsed.namespace == (namespace if namespaced and parsed.update_status else None)
     assert str(parsed.out) in {m["mountPath"] for m in container["volumeMounts"]}
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["VIGIL_KAFKA_BOOTSTRAP_SERVERS"] == values["kafka"]["bootstrapServers"]
