@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -32,7 +31,7 @@ from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.kube.controlplane import KubeCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import generations
-from vigil_dev.testing.e2e import CG, ConsumerSet
+from vigil_dev.testing.e2e import CG, ConsumerSet, Producing
 from vigil_dev.testing.kube_fixtures import Kube, container_status
 from vigil_dev.testing.operator import RunningOperator, start_operator
 from vigil_dev.testing.waiting import WaitTimeoutError, wait_for
@@ -93,7 +92,7 @@ def _story(kube: Kube, kafka: KafkaCluster, events_topic: str, state: Path) -> N
     s = ConsumerSet(kube, kafka, replicas=REPLICAS, membership="static", session_ms=SESSION_MS,
                     partitions=PARTITIONS, spec=spec, env={"STARTUP_DELAY_SECONDS": str(STARTUP)},
                     on_delete=True)  # fmt: skip
-    producing = _Producing(s)
+    producing = Producing(s, interval=1.0)
     try:
         members = s.mapped(REPLICAS, timeout=180)
         pods = kube.core.list_namespaced_pod(s.namespace).items
@@ -187,25 +186,6 @@ def _report(kafka: KafkaCluster, events_topic: str, state: Path) -> None:
     if not html.is_file():
         raise MissedBoundError(f"the report wrote no {html}")
     _say(f"   report in {time.monotonic() - started:.0f}s: open {html}")
-
-
-class _Producing:
-    """Records keep arriving on every partition while the story runs."""
-
-    def __init__(self, s: ConsumerSet) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(s,), daemon=True)
-        self._thread.start()
-
-    def _run(self, s: ConsumerSet) -> None:
-        n = 0
-        while not self._stop.wait(1.0):
-            n += 1
-            clients.produce_spread(s.conn, s.topic, [f"order-{n}-{p}" for p in range(s.partitions)], s.partitions)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
 
 
 def _restarts(pod: dict[str, Any] | None) -> int:

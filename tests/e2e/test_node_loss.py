@@ -8,7 +8,6 @@ That the removal was vigil's, and whose, is read from the broker's log (a LeaveG
 
 import os
 import signal
-import threading
 import time
 from collections.abc import Iterator
 
@@ -18,7 +17,7 @@ from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import broker_lines
 from vigil_dev.testing.budget import read_ledger
-from vigil_dev.testing.e2e import ConsumerSet, events_for
+from vigil_dev.testing.e2e import ConsumerSet, Producing, events_for
 from vigil_dev.testing.kube_fixtures import Fakelet, Kube, condition, container_pid
 from vigil_dev.testing.operator import RunningOperator
 from vigil_dev.testing.waiting import wait_for
@@ -29,25 +28,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
 SESSION_MS = 120_000
 GRACE = 10
 LEFT = r"\[Group {g}\] Member (\S+) has left group through explicit `LeaveGroup` request; client reason: (.*) \("
-
-
-class Producing:
-    """Records keep arriving on every partition, so a member that stops consuming has records waiting."""
-
-    def __init__(self, s: ConsumerSet) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(s,), daemon=True)
-        self._thread.start()
-
-    def _run(self, s: ConsumerSet) -> None:
-        n = 0
-        while not self._stop.wait(0.5):
-            n += 1
-            clients.produce_spread(s.conn, s.topic, [f"r{n}-{p}" for p in range(s.partitions)], s.partitions)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 they read back what the operator wrote (status, conditions, Events). Fixtures are in tests/e2e/conftest.py."""
 
 import copy
+import threading
 import uuid
 from typing import Any
 
@@ -176,3 +177,23 @@ class ConsumerSet:
 
     def close(self) -> None:
         self.kube.core.delete_namespace(self.namespace)
+
+
+class Producing:
+    """Records keep arriving on every partition of a ConsumerSet's topic (one round per `interval`), so a member
+    that stops consuming has records waiting."""
+
+    def __init__(self, s: ConsumerSet, *, interval: float = 0.5) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(s, interval), daemon=True)
+        self._thread.start()
+
+    def _run(self, s: ConsumerSet, interval: float) -> None:
+        n = 0
+        while not self._stop.wait(interval):
+            n += 1
+            clients.produce_spread(s.conn, s.topic, [f"r{n}-{p}" for p in range(s.partitions)], s.partitions)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
