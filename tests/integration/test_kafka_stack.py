@@ -54,9 +54,14 @@ def test_group_as_the_broker_describes_it(kafka: KafkaCluster) -> None:
         )
         assert assigned == [(topic, 0), (topic, 1), (topic, 2)]
         assert desc.partition_assignor == "range"
-        # the ids the broker reports are the ones the clients hold
-        assert {m.member_id for m in desc.members} == {m.member_id for m in members}
-        assert sorted(tp for m in members for tp in m.assigned) == assigned
+        # the ids and partitions the broker reports are the ones the clients hold (a client learns its
+        # assignment at its next poll after SyncGroup, which may come just after the broker says Stable)
+        wait_for(
+            lambda: ({m.member_id for m in members}, sorted(tp for m in members for tp in m.assigned)),
+            lambda seen: seen == ({m.member_id for m in desc.members}, assigned),
+            timeout=10,
+            what="the clients' own member ids and assignments equal to the broker's",
+        )
     finally:
         for m in members:
             m.close()
