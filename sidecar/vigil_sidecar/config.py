@@ -46,6 +46,9 @@ class Signal(StrEnum):
     """The app reports each poll (the helper, or the beacon protocol): precise, no broker requests."""
     PROGRESS = "progress"
     """No app change: committed offsets vs the read_committed LSO (Burrow-grade; alert by default)."""
+    STATS = "stats"
+    """The app forwards librdkafka's statistics JSON (`POST /v1/stats`, signals/STATS.md): any librdkafka client,
+    no broker request to judge; leave-group by default, since `app_offset` is as precise as a poll beacon."""
 
 
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -65,10 +68,12 @@ class SidecarSettings(BaseModel):
     stall_timeout_seconds: Seconds = 60.0
     """No poll for this long → the app counts as stalled."""
     signal: Signal = Signal.BEACON
-    """How the app's liveness is seen: beacon (default) or progress (no app change)."""
+    """How the app's liveness is seen: beacon (default), progress (no app change) or stats (librdkafka's
+    statistics forwarded by the app)."""
     action: StallAction | None = None
     """What to do about a stall: leave-group (compare-and-remove), restart (fail the app's probe), alert.
-    Default: leave-group with the beacon signal, alert with the progress signal."""
+    Default: leave-group with the beacon and stats signals (both see the app's own consumption), alert with the
+    progress signal (committed offsets only suggest)."""
     cooldown_seconds: Seconds | None = None
     """At most one action per member within this long (default: 2 × stall timeout)."""
     check_interval_seconds: Seconds | None = None

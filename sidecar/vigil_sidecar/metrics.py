@@ -11,6 +11,10 @@ class Metrics:
         )
         self.beacons = Counter("vigil_sidecar_beacons", "Beacons received", ["transport"], registry=self.registry)
         self.bad_beacons = Counter("vigil_sidecar_bad_beacons", "Beacons rejected as malformed", registry=self.registry)
+        self.stats_documents = Counter(
+            "vigil_sidecar_stats_documents", "librdkafka statistics documents received (stats signal), by outcome",
+            ["outcome"], registry=self.registry,
+        )  # fmt: skip
         self.requests = Counter(
             "vigil_sidecar_broker_requests", "Requests sent to Kafka", ["api", "outcome"], registry=self.registry
         )

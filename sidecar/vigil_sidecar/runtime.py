@@ -29,8 +29,9 @@ from vigil_sidecar.budget import ledger
 from vigil_sidecar.budget.lease_api import BudgetPolicy, BudgetUnavailable, LeaseApi, publish, request_permit
 from vigil_sidecar.config import BudgetMode, SidecarSettings, Signal
 from vigil_sidecar.metrics import Metrics
+from vigil_sidecar.signals import stats as stats_signal
 from vigil_sidecar.signals.progress import ProgressSampler
-from vigil_sidecar.signals.progress_adapter import AdapterState, NoCommits, ProgressOutput, adapt
+from vigil_sidecar.signals.progress_adapter import UNKNOWN_GENERATION, AdapterState, NoCommits, ProgressOutput, adapt
 from vigil_sidecar.watchdog import decide as watchdog
 from vigil_sidecar.watchdog.state import (
     ActionResult,
@@ -81,6 +82,11 @@ class Sidecar:
         self._sink: EventSink | None = None
         self._sampler: ProgressSampler | None = None
         self._adapter = AdapterState()
+        self._stats = stats_signal.StatsState()
+        self._stats_progressed = False
+        """A forwarded statistics document counted as progress since the last check (the stats signal)."""
+        self._stats_member: tuple[int, Beacon] | None = None
+        """The member proven this pod's, by the rebalance count it was found under (found again after a change)."""
         self._said: dict[str, str] = {}
         """The last problem logged per source (budget, progress): each is logged once until it changes."""
         self._lease: LeaseApi | None = None
@@ -124,6 +130,8 @@ class Sidecar:
             self._open_budget()
         if self.settings.signal is Signal.PROGRESS:
             self._background(self._progress_loop())
+        if self.settings.signal is Signal.STATS:
+            self._background(self._stats_loop())
         observation: Observation = Tick()
         while True:
             self.loop_alive_at = now = time.monotonic()
@@ -484,6 +492,63 @@ class Sidecar:
         except (ConnectionError, OSError) as exc:
             self._say_once("progress", f"progress: Kafka unreachable: {exc}")
         return []
+
+    # -- the stats signal: librdkafka's statistics forwarded by the app ---------------------------------------
+    def stats(self, doc: stats_signal.StatsDoc) -> stats_signal.Verdict:
+        """A forwarded statistics document: judged at once (no broker request); a progressing one becomes a
+        synthetic beacon at the next check, through the same path as the progress signal's."""
+        self._stats, verdict = stats_signal.judge(
+            self._stats, doc, time.monotonic(), stall_timeout=self.settings.stall_timeout_seconds
+        )
+        if verdict is stats_signal.Verdict.FIRST:
+            self._stats_member = None  # a restarted app is a new member: prove it again
+        if verdict.progressed:
+            self._stats_progressed = True
+        return verdict
+
+    async def _stats_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._stats_progressed and self._stats.last is not None:
+                self._stats_progressed = False
+                beacon = await loop.run_in_executor(self._worker, self._stats_member_beacon, self._stats.last)
+                if beacon is not None:
+                    self.beacon(dataclasses.replace(beacon, app_time=time.monotonic()), "stats")
+            await asyncio.sleep(self.settings.check_interval)
+
+    def _stats_member_beacon(self, doc: stats_signal.StatsDoc) -> Beacon | None:
+        """This pod's member as a beacon (identity as for the progress signal: the app sends no member id); one
+        describe per assignment change, none while the rebalance count stays."""
+        if self._stats_member is not None and self._stats_member[0] == doc.rebalance_cnt:
+            return self._stats_member[1]
+        try:
+            view = self.client().describe(self.settings.group_id)
+            self.metrics.requests.labels(Api.DESCRIBE_GROUP.value, "NONE").inc()
+            observed = [identity.ObservedMember(m.member_id, m.instance_id, m.client_id, m.host) for m in view.members]
+            pod = identity.PodIdentity(self.settings.pod_name, self.settings.instance_id)
+            match = identity.find_member(observed, pod)
+            if isinstance(match, identity.NoMatch):
+                self._say_once("stats", f"stats: no member of the group is this pod's: {match.reason}")
+                return None
+            member = view.member(match.member.member_id)
+            if member is None:
+                return None
+        except GroupClientError as exc:
+            self._say_once("stats", f"stats: {exc}")
+            return None
+        except (ConnectionError, OSError) as exc:
+            self._say_once("stats", f"stats: Kafka unreachable: {exc}")
+            return None
+        self._said.pop("stats", None)
+        beacon = Beacon(
+            member_id=member.member_id,
+            generation=UNKNOWN_GENERATION,
+            instance_id=member.instance_id,
+            assigned_partitions=len(member.assignment),
+            app_time=0.0,
+        )
+        self._stats_member = (doc.rebalance_cnt, beacon)
+        return beacon
 
     def _count_progress_requests(self, sampler: ProgressSampler) -> None:
         """The progress signal's own requests: its describe and what the sampler sent (the footprint benchmark)."""

@@ -1,7 +1,9 @@
 """The sidecar's two listeners.
 
 - beacon (loopback, or the pod's own loopback address on the fakelet): `POST /v1/beacon` and the same JSON as a
-  UDP datagram on the same port number; `POST /v1/hold`, the helper's idle connection for the life of the app
+  UDP datagram on the same port number; `POST /v1/stats`, librdkafka's statistics JSON (the stats signal: the
+  answer names the verdict; 413 over 1 MiB, 400 with one line if malformed);
+  `POST /v1/hold`, the helper's idle connection for the life of the app
   process (a chunked body that never ends: its first line `{"pid": N, "process": token}`), whose close is the
   proof the app ended;
 - health (the pod IP: the kubelet probes it): `/livez` (the sidecar's own loop), `/v1/probe/app` (fails only
@@ -14,11 +16,13 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from vigil_sidecar.runtime import Sidecar
+from vigil_sidecar.signals import stats as stats_signal
 from vigil_sidecar.signals.beacon import MAX_BEACON_BYTES, BeaconError, parse_beacon
 
 log = logging.getLogger("vigil.sidecar")
@@ -44,6 +48,33 @@ def _accept(sidecar: Sidecar, data: bytes, transport: str) -> str | None:
             sidecar.last_bad_beacon = problem
         return problem
     return None
+
+
+def _stats_handler(sidecar: Sidecar) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def post_stats(request: web.Request) -> web.Response:
+        """librdkafka's statistics JSON as the app's stats callback got it (the stats signal)."""
+        limit = stats_signal.MAX_STATS_BYTES
+        if request.content_length is not None and request.content_length > limit:
+            sidecar.metrics.stats_documents.labels("too-large").inc()
+            return web.json_response({"error": f"stats: over the {limit}-byte limit"}, status=413)
+        data = await request.content.read(limit + 1)
+        if len(data) > limit:
+            sidecar.metrics.stats_documents.labels("too-large").inc()
+            return web.json_response({"error": f"stats: over the {limit}-byte limit"}, status=413)
+        try:
+            doc = stats_signal.parse_stats(data)
+        except stats_signal.StatsError as exc:
+            sidecar.metrics.stats_documents.labels("malformed").inc()
+            problem = str(exc)
+            if problem != sidecar.last_bad_beacon:
+                log.warning("ignored a malformed statistics document: %s", problem)
+                sidecar.last_bad_beacon = problem
+            return web.json_response({"error": problem}, status=400)
+        verdict = sidecar.stats(doc)
+        sidecar.metrics.stats_documents.labels("accepted").inc()
+        return web.json_response({"verdict": verdict.value})
+
+    return post_stats
 
 
 def beacon_app(sidecar: Sidecar) -> web.Application:
@@ -85,8 +116,9 @@ def beacon_app(sidecar: Sidecar) -> web.Application:
         for transport in list(holds):
             transport.close()
 
-    app = web.Application(client_max_size=MAX_BEACON_BYTES + 1)
+    app = web.Application(client_max_size=max(MAX_BEACON_BYTES, stats_signal.MAX_STATS_BYTES) + 1)
     app.router.add_post("/v1/beacon", post_beacon)
+    app.router.add_post("/v1/stats", _stats_handler(sidecar))
     app.router.add_post("/v1/hold", post_hold)
     app.on_shutdown.append(release_holds)
     return app

@@ -95,6 +95,8 @@ class Membership(StrEnum):
 class Signal(StrEnum):
     BEACON = "beacon"
     PROGRESS = "progress"
+    STATS = "stats"
+    """librdkafka statistics forwarded by the app (`POST /v1/stats`): app_offset progress, no broker request."""
 
 
 class ForeignRebalance(StrEnum):

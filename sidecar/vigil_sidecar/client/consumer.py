@@ -9,15 +9,23 @@ chunked body that never ends) and keeps it for the life of the process, from a d
 when the process ends (exit, crash, kill -9), and that close is the sidecar's proof that the app ended (the heartbeat
 bridge starts only on proof; silence never is). One per process and sidecar address; it reconnects if the sidecar
 restarts.
+
+`Consumer(conf, signal="stats")` is the helper for the stats signal (`VIGIL_SIGNAL=stats`, signals/STATS.md): no
+beacons; instead it sets `statistics.interval.ms` (1 s) unless the app set it, wraps the app's own `stats_cb` (still
+called first, with the same document), and hands each statistics document to a daemon thread that POSTs it to
+`/v1/stats`: the newest document only (an older one still queued is dropped), never blocking the app's poll (where
+librdkafka calls stats_cb), never raising into it, and nothing at all without a sidecar address.
 """
 
+import http.client
 import json
 import os
 import socket
 import threading
 import time
 import uuid
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
 
 import confluent_kafka
 
@@ -29,10 +37,32 @@ BEACON_ADDR_ENV = "VIGIL_BEACON_ADDR"
 MIN_INTERVAL = 0.2
 
 
+#: The statistics interval the stats helper sets when the app did not (a stall timeout is tens of seconds).
+STATS_INTERVAL_MS = 1000
+STATS_PATH = "/v1/stats"
+
+
 class Consumer(confluent_kafka.Consumer):
-    def __init__(self, config: dict[str, Any], *, beacon_addr: str | None = None) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        *,
+        beacon_addr: str | None = None,
+        signal: Literal["beacon", "stats"] = "beacon",
+    ) -> None:
+        addr = beacon_addr or os.environ.get(BEACON_ADDR_ENV, "")
+        self._stats = _StatsForwarder.from_addr(addr) if signal == "stats" else None
+        if self._stats is not None:
+            config = dict(config)
+            config.setdefault("statistics.interval.ms", STATS_INTERVAL_MS)
+            config["stats_cb"] = self._stats.callback(config.get("stats_cb"))
         super().__init__(config)
-        self._beacon = _BeaconSender.from_addr(beacon_addr or os.environ.get(BEACON_ADDR_ENV, ""))
+        self._beacon = _BeaconSender.from_addr(addr) if signal == "beacon" else None
+
+    @property
+    def stats_forwarded(self) -> int:
+        """Statistics documents the sidecar accepted (the stats signal)."""
+        return self._stats.sent if self._stats else 0
 
     def poll(self, *args: Any, **kwargs: Any) -> Any:
         message = super().poll(*args, **kwargs)
@@ -93,6 +123,67 @@ class _BeaconSender:
             return
         self._last, self._last_at = state, now
         self.sent += 1
+
+
+class _StatsForwarder:
+    """Posts the newest statistics document to the sidecar from its own daemon thread (started on first use)."""
+
+    def __init__(self, addr: tuple[str, int]) -> None:
+        self.addr = addr
+        self.sent = 0
+        self.failed = 0
+        self._pending: str | None = None
+        self._ready = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_addr(cls, addr: str) -> "_StatsForwarder | None":
+        host, _, port = addr.rpartition(":")
+        if not host or not port.isdigit():
+            return None
+        return cls((host, int(port)))
+
+    def callback(self, user_cb: Callable[[str], Any] | None) -> Callable[[str], None]:
+        def stats_cb(document: str) -> None:
+            try:
+                if user_cb is not None:
+                    user_cb(document)
+            finally:  # the app's own callback may raise: that is the app's, forwarding still happens
+                self.offer(document)
+
+        return stats_cb
+
+    def offer(self, document: str) -> None:
+        try:
+            with self._ready:
+                self._pending = document
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="vigil-stats", daemon=True)
+                    self._thread.start()
+                self._ready.notify()
+        except Exception:  # noqa: BLE001 - never into the app's poll
+            self.failed += 1
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while self._pending is None:
+                    self._ready.wait()
+                document, self._pending = self._pending, None
+            try:
+                conn = http.client.HTTPConnection(*self.addr, timeout=2.0)
+                try:
+                    conn.request("POST", STATS_PATH, body=document.encode(),
+                                 headers={"Content-Type": "application/json"})  # fmt: skip
+                    ok = conn.getresponse().status < 300
+                finally:
+                    conn.close()
+            except OSError:
+                ok = False
+            if ok:
+                self.sent += 1
+            else:
+                self.failed += 1
 
 
 HOLD_PATH = "/v1/hold"

@@ -1,0 +1,228 @@
+"""The stats signal (pure): librdkafka's statistics JSON, forwarded by the app, judged without a broker request.
+
+Any librdkafka-based client (Go, .NET, Python, C) with `statistics.interval.ms` set hands its stats callback one
+JSON document per interval (librdkafka's STATISTICS.md); the app POSTs it unchanged to the sidecar
+(`POST /v1/stats`, see STATS.md). This module parses it (`parse_stats`: a `StatsError`, one line naming the field,
+on anything malformed) and judges it (`judge`): did the app progress since the previous document?
+
+The rule, per document (first match wins):
+1. `ts` went backwards (the app restarted, librdkafka's clock starts again): the state is reset → FIRST.
+2. no previous document → FIRST (counts as progress: nothing to compare with yet).
+3. `cgrp.join_state` is not "steady", or `cgrp.rebalance_cnt` changed since the previous document (an assignment
+   change), or less than one stall timeout has passed since either → SUSPENDED (counts as progress: no judgement).
+4. any partition's `app_offset` advanced since the previous document → PROGRESS.
+5. nothing waits: every partition has `consumer_lag` <= 0 (-1: unknown) and `fetchq_cnt` == 0 → IDLE
+   (an idle app is never stalled).
+6. otherwise records wait and the app took none → WAITING, the only verdict that is not progress.
+
+The runtime turns each progressing verdict into a synthetic beacon (as the progress adapter does), so the
+watchdog's own stall timer decides when silence is a stall: a stall is reported only after `app_offset` stayed
+put with records waiting for a whole stall timeout. No I/O, no clock: `now` is an argument.
+"""
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+#: The largest document accepted (librdkafka's grow with topics × partitions × brokers; 1 MiB is thousands).
+MAX_STATS_BYTES: Final = 1024 * 1024
+#: librdkafka's "no offset" (RD_KAFKA_OFFSET_INVALID).
+OFFSET_INVALID: Final = -1001
+STEADY: Final = "steady"
+
+
+class StatsError(ValueError):
+    """A malformed statistics document: one line naming the field."""
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    topic: str
+    partition: int
+    app_offset: int
+    """Offset of the last message passed to the app + 1; -1001 when none yet."""
+    consumer_lag: int
+    """-1 when unknown."""
+    fetchq_cnt: int
+    hi_offset: int
+    ls_offset: int
+    committed_offset: int
+
+    @property
+    def waiting(self) -> bool:
+        """Records wait for the app here (lagging, or already fetched into the queue)."""
+        return self.consumer_lag > 0 or self.fetchq_cnt > 0
+
+
+@dataclass(frozen=True)
+class StatsDoc:
+    ts_us: int
+    """librdkafka's monotonic clock, microseconds."""
+    time: int
+    """Wall clock, seconds since the epoch."""
+    cgrp_state: str
+    join_state: str
+    rebalance_cnt: int
+    rebalance_age_ms: int
+    assignment_size: int
+    partitions: tuple[PartitionStats, ...]
+
+    @property
+    def waiting(self) -> bool:
+        return any(p.waiting for p in self.partitions)
+
+
+def _field(doc: Mapping[str, object], key: str, kind: type, where: str) -> object:
+    if key not in doc:
+        raise StatsError(f"stats: {where}{key} is missing")
+    value = doc[key]
+    if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
+        raise StatsError(f"stats: {where}{key} must be an integer, got {_short(value)}")
+    if kind is str and not isinstance(value, str):
+        raise StatsError(f"stats: {where}{key} must be a string, got {_short(value)}")
+    if kind is dict and not isinstance(value, dict):
+        raise StatsError(f"stats: {where}{key} must be an object, got {_short(value)}")
+    return value
+
+
+def _int(doc: Mapping[str, object], key: str, where: str = "") -> int:
+    value = _field(doc, key, int, where)
+    assert isinstance(value, int)
+    return value
+
+
+def _str(doc: Mapping[str, object], key: str, where: str = "") -> str:
+    value = _field(doc, key, str, where)
+    assert isinstance(value, str)
+    return value
+
+
+def _obj(doc: Mapping[str, object], key: str, where: str = "") -> dict[str, object]:
+    value = _field(doc, key, dict, where)
+    assert isinstance(value, dict)
+    return value
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value) if not isinstance(value, bytes) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def parse_stats(data: bytes | str) -> StatsDoc:
+    """One statistics document as librdkafka emitted it → StatsDoc; StatsError (one line naming the field) if not."""
+    if len(data) > MAX_STATS_BYTES:
+        raise StatsError(f"stats: document of {len(data)} bytes is over the {MAX_STATS_BYTES}-byte limit")
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise StatsError(f"stats: not JSON: {first}") from None
+    if not isinstance(doc, dict):
+        raise StatsError(f"stats: the document must be a JSON object, got {_short(doc)}")
+    kind = _str(doc, "type")
+    if kind != "consumer":
+        raise StatsError(f"stats: type must be 'consumer' (a consumer's statistics), got {kind!r}")
+    ts_us, wall = _int(doc, "ts"), _int(doc, "time")
+    cgrp = _obj(doc, "cgrp")
+    partitions: list[PartitionStats] = []
+    topics = _obj(doc, "topics") if "topics" in doc else {}
+    for topic_name, topic in sorted(topics.items()):
+        if not isinstance(topic, dict):
+            raise StatsError(f"stats: topics.{topic_name} must be an object, got {_short(topic)}")
+        parts = _obj(topic, "partitions", f"topics.{topic_name}.")
+        for key, part in parts.items():
+            where = f"topics.{topic_name}.partitions.{key}."
+            if not isinstance(part, dict):
+                raise StatsError(f"stats: {where[:-1]} must be an object, got {_short(part)}")
+            number = _int(part, "partition", where)
+            if number == -1:  # librdkafka's internal UA (unassigned) partition
+                continue
+            partitions.append(
+                PartitionStats(
+                    topic=topic_name,
+                    partition=number,
+                    app_offset=_int(part, "app_offset", where),
+                    consumer_lag=_int(part, "consumer_lag", where),
+                    fetchq_cnt=_int(part, "fetchq_cnt", where),
+                    hi_offset=_int(part, "hi_offset", where),
+                    ls_offset=_int(part, "ls_offset", where),
+                    committed_offset=_int(part, "committed_offset", where),
+                )
+            )
+    return StatsDoc(
+        ts_us=ts_us,
+        time=wall,
+        cgrp_state=_str(cgrp, "state", "cgrp."),
+        join_state=_str(cgrp, "join_state", "cgrp."),
+        rebalance_cnt=_int(cgrp, "rebalance_cnt", "cgrp."),
+        rebalance_age_ms=_int(cgrp, "rebalance_age", "cgrp."),
+        assignment_size=_int(cgrp, "assignment_size", "cgrp."),
+        partitions=tuple(sorted(partitions, key=lambda p: (p.topic, p.partition))),
+    )
+
+
+class Verdict(StrEnum):
+    FIRST = "first"
+    """No previous document (or the app restarted): nothing to compare with; counts as progress."""
+    SUSPENDED = "suspended"
+    """Rebalancing, or within one stall timeout after an assignment change: no judgement; counts as progress."""
+    PROGRESS = "progress"
+    """An app_offset advanced."""
+    IDLE = "idle"
+    """Nothing waits for the app: not a stall."""
+    WAITING = "waiting"
+    """Records wait and no app_offset moved: the only verdict that lets the stall timer run."""
+
+    @property
+    def progressed(self) -> bool:
+        return self is not Verdict.WAITING
+
+
+@dataclass(frozen=True)
+class StatsState:
+    last: StatsDoc | None = None
+    suspended_until: float | None = None
+    """`now` + one stall timeout after the last non-steady or rebalance-changed document."""
+    last_progress: float | None = None
+    """When a document last counted as progress (what a stall is measured from)."""
+
+    def stalled(self, now: float, stall_timeout: float) -> bool:
+        """What the watchdog's timer will conclude from the verdicts so far (for tests and /v1/status)."""
+        return self.last_progress is not None and now - self.last_progress >= stall_timeout
+
+
+def _offsets(doc: StatsDoc) -> dict[tuple[str, int], int]:
+    return {(p.topic, p.partition): p.app_offset for p in doc.partitions}
+
+
+def judge(state: StatsState, doc: StatsDoc, now: float, stall_timeout: float) -> tuple[StatsState, Verdict]:
+    """One forwarded document → the new state and whether the app progressed (see the module's rule)."""
+    last = state.last
+    if last is not None and doc.ts_us < last.ts_us:
+        state, last = StatsState(), None  # the app restarted: librdkafka's clock began again
+    suspended_until = state.suspended_until
+    if last is None:
+        verdict = Verdict.FIRST
+        if doc.join_state != STEADY:
+            suspended_until = now + stall_timeout
+    elif doc.join_state != STEADY or doc.rebalance_cnt != last.rebalance_cnt:
+        suspended_until = now + stall_timeout
+        verdict = Verdict.SUSPENDED
+    elif suspended_until is not None and now < suspended_until:
+        verdict = Verdict.SUSPENDED
+    else:
+        before = _offsets(last)
+        advanced = any(
+            p.app_offset != OFFSET_INVALID and p.app_offset > before.get((p.topic, p.partition), OFFSET_INVALID)
+            for p in doc.partitions
+        )
+        if advanced:
+            verdict = Verdict.PROGRESS
+        elif not doc.waiting:
+            verdict = Verdict.IDLE
+        else:
+            verdict = Verdict.WAITING
+    last_progress = now if verdict.progressed else state.last_progress
+    return StatsState(last=doc, suspended_until=suspended_until, last_progress=last_progress), verdict

@@ -1,0 +1,255 @@
+"""The stats signal's parser and rule (pure): librdkafka's statistics JSON → did the app progress?"""
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vigil_sidecar.signals import stats
+from vigil_sidecar.signals.stats import StatsState, Verdict, judge, parse_stats
+
+STALL = 10.0
+
+
+def part(p: int, app: int = 100, lag: int = 0, fetchq: int = 0) -> dict[str, Any]:
+    return {"partition": p, "app_offset": app, "consumer_lag": lag, "fetchq_cnt": fetchq, "hi_offset": app + lag,
+            "ls_offset": app + lag, "committed_offset": app}  # fmt: skip
+
+
+def doc(
+    ts: int = 1_000_000, *, join: str = "steady", rebalances: int = 1, parts: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    parts = [part(0)] if parts is None else parts
+    partitions = {str(p["partition"]): p for p in parts}
+    partitions["-1"] = {"partition": -1, "app_offset": -1001, "consumer_lag": -1, "fetchq_cnt": 0,
+                        "hi_offset": -1001, "ls_offset": -1001, "committed_offset": -1001}  # fmt: skip
+    return {
+        "name": "rdkafka#consumer-1", "type": "consumer", "ts": ts, "time": 1_790_000_000,
+        "cgrp": {"state": "up", "join_state": join, "rebalance_cnt": rebalances, "rebalance_age": 5000,
+                 "assignment_size": len(parts)},
+        "topics": {"orders": {"topic": "orders", "partitions": partitions}},
+    }  # fmt: skip
+
+
+def raw(d: dict[str, Any]) -> bytes:
+    return json.dumps(d).encode()
+
+
+def test_parses_a_consumer_document_skipping_the_unassigned_partition() -> None:
+    parsed = parse_stats(raw(doc(parts=[part(1, app=7, lag=3, fetchq=2), part(0)])))
+    assert (parsed.ts_us, parsed.join_state, parsed.rebalance_cnt, parsed.assignment_size) == (
+        1_000_000,
+        "steady",
+        1,
+        2,
+    )
+    assert [(p.topic, p.partition) for p in parsed.partitions] == [("orders", 0), ("orders", 1)]
+    assert parsed.partitions[1] == stats.PartitionStats("orders", 1, 7, 3, 2, 10, 10, 7)
+    assert parsed.waiting
+
+
+def _without(path: str) -> bytes:
+    d = doc()
+    *parents, leaf = path.split(".")
+    target: Any = d
+    for key in parents:
+        target = target[key]
+    del target[leaf]
+    return raw(d)
+
+
+def _with(path: str, value: object) -> bytes:
+    d = doc()
+    *parents, leaf = path.split(".")
+    target: Any = d
+    for key in parents:
+        target = target[key]
+    target[leaf] = value
+    return raw(d)
+
+
+@pytest.mark.parametrize(
+    ("data", "names"),
+    [
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b"", "not JSON"),
+        (_with("type", "producer"), "type must be 'consumer'"),
+        (_without("type"), "type is missing"),
+        (_without("ts"), "ts is missing"),
+        (_with("ts", "12"), "ts must be an integer"),
+        (_with("time", True), "time must be an integer"),
+        (_without("cgrp"), "cgrp is missing"),
+        (_with("cgrp", []), "cgrp must be an object"),
+        (_without("cgrp.join_state"), "cgrp.join_state is missing"),
+        (_with("cgrp.state", 3), "cgrp.state must be a string"),
+        (_without("cgrp.rebalance_cnt"), "cgrp.rebalance_cnt is missing"),
+        (_with("cgrp.rebalance_age", 1.5), "cgrp.rebalance_age must be an integer"),
+        (_without("cgrp.assignment_size"), "cgrp.assignment_size is missing"),
+        (_with("topics.orders", "x"), "topics.orders must be an object"),
+        (_without("topics.orders.partitions"), "topics.orders.partitions is missing"),
+        (_with("topics.orders.partitions.0", 5), "topics.orders.partitions.0 must be an object"),
+        (_without("topics.orders.partitions.0.app_offset"), "topics.orders.partitions.0.app_offset is missing"),
+        (_with("topics.orders.partitions.0.consumer_lag", None), "topics.orders.partitions.0.consumer_lag must be"),
+        (_without("topics.orders.partitions.0.fetchq_cnt"), "topics.orders.partitions.0.fetchq_cnt is missing"),
+        (_without("topics.orders.partitions.0.hi_offset"), "hi_offset is missing"),
+        (_without("topics.orders.partitions.0.ls_offset"), "ls_offset is missing"),
+        (_without("topics.orders.partitions.0.committed_offset"), "committed_offset is missing"),
+        (b" " * (stats.MAX_STATS_BYTES + 1), "over the"),
+    ],
+)
+def test_malformed_documents_fail_in_one_line_naming_the_field(data: bytes, names: str) -> None:
+    with pytest.raises(stats.StatsError) as caught:
+        parse_stats(data)
+    message = str(caught.value)
+    assert names in message
+    assert "\n" not in message
+    assert message.startswith("stats: ")
+
+
+@given(st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
+def test_any_bytes_parse_or_fail_with_a_stats_error(data: bytes) -> None:
+    problem = ""
+    try:
+        parse_stats(data)
+    except stats.StatsError as exc:
+        problem = str(exc)
+    assert "\n" not in problem
+
+
+# -- the rule as a table: (previous document or None, this document, now, suspended_until) → verdict -----------
+S = 1_000_000  # one second in librdkafka's µs
+RULE_CASES = [
+    ("first document", None, doc(), 100.0, None, Verdict.FIRST),
+    ("app_offset advanced", doc(), doc(2 * S, parts=[part(0, app=101, lag=5)]), 100.0, None, Verdict.PROGRESS),
+    ("one of two partitions advanced", doc(parts=[part(0), part(1, app=50, lag=9)]),
+     doc(2 * S, parts=[part(0, lag=4), part(1, app=51, lag=9)]), 100.0, None, Verdict.PROGRESS),
+    ("a new partition with a first offset", doc(), doc(2 * S, parts=[part(0, lag=3), part(1, app=1, lag=2)]),
+     100.0, None, Verdict.PROGRESS),
+    ("idle: no lag, empty queue", doc(), doc(2 * S), 100.0, None, Verdict.IDLE),
+    ("idle: lag unknown (-1), empty queue", doc(), doc(2 * S, parts=[part(0, lag=-1)]), 100.0, None, Verdict.IDLE),
+    ("stuck with lag", doc(parts=[part(0, lag=5)]), doc(2 * S, parts=[part(0, lag=9)]), 100.0, None, Verdict.WAITING),
+    ("stuck with a full fetch queue", doc(), doc(2 * S, parts=[part(0, fetchq=30)]), 100.0, None, Verdict.WAITING),
+    ("offset went back (seek): not progress", doc(parts=[part(0, app=100, lag=5)]),
+     doc(2 * S, parts=[part(0, app=90, lag=15)]), 100.0, None, Verdict.WAITING),
+    ("rebalancing", doc(), doc(2 * S, join="wait-sync", parts=[part(0, lag=5)]), 100.0, None, Verdict.SUSPENDED),
+    ("rebalance_cnt changed", doc(), doc(2 * S, rebalances=2, parts=[part(0, lag=5)]), 100.0, None,
+     Verdict.SUSPENDED),
+    ("within a stall timeout after a change", doc(), doc(2 * S, parts=[part(0, lag=5)]), 100.0, 105.0,
+     Verdict.SUSPENDED),
+    ("a stall timeout after a change", doc(), doc(2 * S, parts=[part(0, lag=5)]), 105.0, 105.0, Verdict.WAITING),
+    ("ts went back: the app restarted", doc(5 * S, parts=[part(0, lag=5)]), doc(S, parts=[part(0, lag=5)]),
+     100.0, None, Verdict.FIRST),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("previous", "current", "now", "suspended_until", "verdict"),
+    [case[1:] for case in RULE_CASES],
+    ids=[case[0] for case in RULE_CASES],
+)
+def test_the_rule(
+    previous: dict[str, Any] | None,
+    current: dict[str, Any],
+    now: float,
+    suspended_until: float | None,
+    verdict: Verdict,
+) -> None:
+    last = None if previous is None else parse_stats(raw(previous))
+    state = StatsState(last=last, suspended_until=suspended_until, last_progress=0.0)
+    new, got = judge(state, parse_stats(raw(current)), now, STALL)
+    assert got is verdict
+    assert new.last == parse_stats(raw(current))
+    assert (new.last_progress == now) is verdict.progressed
+    assert verdict.progressed is (verdict is not Verdict.WAITING)
+
+
+def test_a_restart_forgets_the_suspension() -> None:
+    state = StatsState(last=parse_stats(raw(doc(5 * S))), suspended_until=1000.0, last_progress=0.0)
+    new, verdict = judge(state, parse_stats(raw(doc(S))), 100.0, STALL)
+    assert (verdict, new.suspended_until) == (Verdict.FIRST, None)
+
+
+# -- properties over sequences of documents ------------------------------------------------------------------
+@st.composite
+def streams(draw: st.DrawFn) -> list[tuple[float, dict[str, Any]]]:
+    """Documents a second or so apart: join state, rebalance count, offsets, lag and fetch queue all vary."""
+    n = draw(st.integers(1, 40))
+    t, ts, rebalances, out = 0.0, S, 1, []
+    offsets = [100, 200]
+    for _ in range(n):
+        t += draw(st.floats(0.1, 4.0))
+        ts += draw(st.integers(1, 4 * S))
+        rebalances += draw(st.sampled_from([0, 0, 0, 0, 1]))
+        join = draw(st.sampled_from(["steady"] * 5 + ["wait-sync", "wait-join", "init"]))
+        parts = []
+        for i in range(2):
+            offsets[i] += draw(st.sampled_from([0, 0, 0, 1, 5]))
+            parts.append(part(i, app=offsets[i], lag=draw(st.sampled_from([-1, 0, 0, 3])),
+                              fetchq=draw(st.sampled_from([0, 0, 7]))))  # fmt: skip
+        out.append((t, doc(ts, join=join, rebalances=rebalances, parts=parts)))
+    return out
+
+
+def _run(stream: list[tuple[float, dict[str, Any]]]) -> list[tuple[float, stats.StatsDoc, StatsState, Verdict]]:
+    state, out = StatsState(), []
+    for now, d in stream:
+        parsed = parse_stats(raw(d))
+        state, verdict = judge(state, parsed, now, STALL)
+        out.append((now, parsed, state, verdict))
+    return out
+
+
+@settings(max_examples=300)
+@given(streams())
+def test_never_stalled_while_rebalancing_or_within_a_stall_timeout_after_a_rebalance(
+    stream: list[tuple[float, dict[str, Any]]],
+) -> None:
+    last_change: float | None = None
+    previous: stats.StatsDoc | None = None
+    for now, parsed, state, verdict in _run(stream):
+        if parsed.join_state != "steady" or (previous is not None and parsed.rebalance_cnt != previous.rebalance_cnt):
+            last_change = now
+        if last_change is not None and now - last_change < STALL:
+            assert verdict.progressed
+            assert not state.stalled(now, STALL)
+        previous = parsed
+
+
+@settings(max_examples=300)
+@given(streams())
+def test_an_idle_app_is_never_stalled(stream: list[tuple[float, dict[str, Any]]]) -> None:
+    for _now, parsed, _state, verdict in _run(stream):
+        if not parsed.waiting:
+            assert verdict.progressed
+
+
+@settings(max_examples=300)
+@given(streams())
+def test_a_stall_only_after_app_offset_stayed_put_with_records_waiting_for_a_stall_timeout(
+    stream: list[tuple[float, dict[str, Any]]],
+) -> None:
+    """Stalled at a document ⇒ every document of the last stall timeout was WAITING: steady, same rebalance count,
+    records waiting, no app_offset advanced."""
+    results = _run(stream)
+    for i, (now, _parsed, state, _verdict) in enumerate(results):
+        if not state.stalled(now, STALL):
+            continue
+        window = [r for r in results[: i + 1] if r[0] > now - STALL]
+        assert window
+        for _t, parsed, _s, verdict in window:
+            assert verdict is Verdict.WAITING
+            assert parsed.waiting
+            assert parsed.join_state == "steady"
+        assert state.last_progress is not None
+        assert now - state.last_progress >= STALL
+
+
+def test_a_stall_is_reported_once_waiting_lasts_a_stall_timeout() -> None:
+    state, _ = judge(StatsState(), parse_stats(raw(doc(S, parts=[part(0, lag=5)]))), 0.0, STALL)
+    for second in range(1, 11):
+        state, verdict = judge(state, parse_stats(raw(doc((second + 1) * S, parts=[part(0, lag=5)]))), second, STALL)
+        assert verdict is Verdict.WAITING
+        assert state.stalled(second, STALL) is (second >= STALL)
