@@ -22,7 +22,7 @@ from uuid import UUID, uuid4
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """The version this code writes. Bump it with every additive change, and add that version's fixtures."""
 
 EVENTS_TOPIC_DEFAULT: Final = "vigil.events"
@@ -114,7 +114,8 @@ class EvictionRefusedPayload(_Model):
     member: MemberRef | None = None
     action: str
     cause: str
-    """Why not: "budget", "cooldown", "systemic-stall", "not-stable", "identity", "fenced", "no-permission"."""
+    """Why not: "budget", "cooldown", "systemic-stall", "not-stable", "identity", "fenced", "no-permission",
+    "poison-suspected" (v3)."""
     message: str
     """One sentence for a human."""
 
@@ -123,6 +124,22 @@ class SystemicStallPayload(_Model):
     stalled_members: Annotated[int, Field(ge=0)]
     members: Annotated[int, Field(ge=0)]
     threshold_percent: Annotated[float, Field(ge=0, le=100)]
+
+
+class SuspectPartition(_Model):
+    topic: str
+    partition: Annotated[int, Field(ge=0)]
+    committed_offset: int | None = None
+    """The group's committed offset when it was marked (where the suspected record is); None: unknown."""
+
+
+class PoisonSuspectedPayload(_Model):
+    """v3: a member stalled on a partition vigil had just handed over from another stalled member; vigil stops
+    evicting for these partitions (a record that stalls every consumer would only go round the group)."""
+
+    member: MemberRef
+    partitions: tuple[SuspectPartition, ...]
+    message: str
 
 
 class BridgeStartedPayload(_Model):
@@ -227,6 +244,11 @@ class SystemicStall(_Envelope):
     payload: SystemicStallPayload
 
 
+class PoisonSuspected(_Envelope):
+    type: Literal["poison-suspected"] = "poison-suspected"
+    payload: PoisonSuspectedPayload
+
+
 class BridgeStarted(_Envelope):
     type: Literal["bridge-started"] = "bridge-started"
     payload: BridgeStartedPayload
@@ -259,6 +281,7 @@ Event = Annotated[
     | EvictionDone
     | EvictionRefused
     | SystemicStall
+    | PoisonSuspected
     | BridgeStarted
     | BridgeEnded
     | RolloutStep
@@ -274,6 +297,7 @@ EVENT_MODELS: Final[tuple[type[_Envelope], ...]] = (
     EvictionDone,
     EvictionRefused,
     SystemicStall,
+    PoisonSuspected,
     BridgeStarted,
     BridgeEnded,
     RolloutStep,

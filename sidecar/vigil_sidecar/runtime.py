@@ -408,13 +408,31 @@ class Sidecar:
             assert self._budget_problem is not None
             answer = self._budget_problem
         else:
-            answer = await request_permit(self._lease, self.settings.pod_name, evict.member_id, age, self._policy())
+            member = self.state.view.member(evict.member_id) if self.state.view is not None else None
+            owned = tuple((tp.topic, tp.partition) for tp in member.assignment) if member is not None else ()
+            committed = await asyncio.get_running_loop().run_in_executor(self._worker, self._committed, owned)
+            answer = await request_permit(
+                self._lease, self.settings.pod_name, evict.member_id, age, self._policy(),
+                partitions=owned, committed=committed,
+            )  # fmt: skip
         if isinstance(answer, ledger.Permit):
             self._leave(evict)
             return
         cause: str
         if isinstance(answer, ledger.Refusal):
             cause, retry = answer.cause, answer.cause in ("settle", "budget")
+            if cause == "poison-suspected":
+                self._emit(
+                    events.PoisonSuspected,
+                    {
+                        "partitions": [
+                            {"topic": m.topic, "partition": m.partition, "committed_offset": m.offset}
+                            for m in answer.suspects
+                        ],
+                        "message": answer.message,
+                    },
+                    member=(evict.member_id, evict.instance_id),
+                )
             if cause == "systemic-stall":
                 self._emit(
                     events.SystemicStall,
@@ -435,6 +453,19 @@ class Sidecar:
                 member=(evict.member_id, evict.instance_id),
             )
         self._queue.put_nowait(ActionResult(_refused(cause, answer.message, retry=retry)))
+
+    def _committed(self, owned: tuple[tuple[str, int], ...]) -> dict[tuple[str, int], int]:
+        """The group's committed offsets of `owned` (the poison-pill guard's evidence); empty when unknown."""
+        if not owned:
+            return {}
+        try:
+            offsets = self.client().committed_offsets(self.settings.group_id)
+        except (GroupClientError, ConnectionError, OSError) as exc:
+            log.warning("committed offsets of %s unknown for the poison-pill guard: %s", self.settings.group_id, exc)
+            return {}
+        self.metrics.requests.labels(Api.OFFSET_FETCH.value, "NONE").inc()
+        wanted = set(owned)
+        return {(tp.topic, tp.partition): o for tp, o in offsets.items() if (tp.topic, tp.partition) in wanted}
 
     def _leave(self, evict: Evict) -> None:
         self._emit(

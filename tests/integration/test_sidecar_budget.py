@@ -5,13 +5,16 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
+from vigil_core import events
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.budget import Budget, provision_budget
+from vigil_dev.testing.e2e import topic_events
 from vigil_dev.testing.kube_fixtures import Kube
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
@@ -31,7 +34,7 @@ def group_budget(kube: Kube, namespace: str) -> tuple[str, Budget]:
 @pytest.fixture
 def watched_pods(
     kafka: KafkaCluster, kube: Kube, group_budget: tuple[str, Budget], tmp_path: Path
-) -> Iterator[Callable[[list[str]], list[tuple[RunningSidecar, clients.Member]]]]:
+) -> Iterator[Callable[..., list[tuple[RunningSidecar, clients.Member]]]]:
     """Pods = (sidecar process with the budget, beaconing consumer) in one group."""
     group, budget = group_budget
     server = urlsplit(kube.cluster.server)
@@ -40,20 +43,24 @@ def watched_pods(
         "KUBERNETES_SERVICE_PORT": str(server.port),
     }
     conn = kafka.connection()
-    topic = clients.create_topic(conn, clients.unique("budget"), partitions=3)
     started: list[tuple[RunningSidecar, clients.Member]] = []
 
-    def start(pods: list[str]) -> list[tuple[RunningSidecar, clients.Member]]:
+    def start(
+        pods: list[str], *, topic: str | None = None, events_topic: str = "", **fields: Any
+    ) -> list[tuple[RunningSidecar, clients.Member]]:
+        """`topic`: default a new one of 3 partitions; `fields`: more `clients.Member` fields."""
+        topic = topic or clients.create_topic(conn, clients.unique("budget"), partitions=3)
         for pod in pods:
             sidecar = start_sidecar(
                 conn, group, pod, tmp_path, env=env,
                 stall_timeout_seconds=STALL, check_interval_seconds=CHECK, session_timeout_seconds=6,
-                events_topic="", namespace=budget.namespace,
+                events_topic=events_topic, namespace=budget.namespace,
                 service_account_dir=str(budget.service_account_dir(tmp_path / f"sa-{pod}")),
             )  # fmt: skip
             member = clients.Member(
                 conn, group, [topic], client_id=pod,
                 consumer_factory=lambda conf, s=sidecar: BeaconingConsumer(conf, beacon_addr=s.beacon_addr),
+                **fields,
             ).start()  # fmt: skip
             started.append((sidecar, member))
         wait_for(lambda: clients.stable_members(conn, group), lambda n: n == len(pods), timeout=60,
@@ -110,6 +117,46 @@ def test_all_members_stalled_together_is_a_systemic_stall_and_no_one_is_evicted(
     assert group_budget[1].ledger().permits == ()
     group = group_budget[0]
     assert len(clients.describe_group(kafka.connection(), group).members) == 3
+
+
+POISONED = 'vigil_sidecar_alerts_total{kind="budget-poison-suspected"}'
+
+
+@pytest.mark.kube
+def test_the_next_owner_stalling_on_a_handed_over_partition_is_a_poison_pill_not_evicted(
+    kafka: KafkaCluster, watched_pods, group_budget: tuple[str, Budget]
+) -> None:
+    """A record that hangs whoever processes it, on partition 0: vigil evicts the first owner, then refuses to
+    evict the next one (poison-suspected, naming the partition and the committed offset where the record is)."""
+    conn = kafka.connection()
+    group, budget = group_budget
+    topic = clients.create_topic(conn, clients.unique("poison"), partitions=3)
+    events_topic = clients.create_topic(conn, clients.unique("poison-events"), partitions=1)
+    pods = watched_pods(["pod-a", "pod-b", "pod-c"], topic=topic, events_topic=events_topic, stall_on="pill",
+                        extra={"enable.auto.offset.store": False})  # fmt: skip
+    clients.produce(conn, topic, [*(f"ok-{i}" for i in range(5)), "pill", "after"], partition=0)
+    first = wait_for(lambda: [p for p in pods if p[1].paused_polling.is_set()], lambda hung: len(hung) == 1,
+                     timeout=30, what="the partition's owner hanging on the pill")[0]  # fmt: skip
+    wait_for(lambda: clients.committed(conn, group), lambda c: c.get(0) == 5, timeout=10,
+             what="the five records before the pill committed")  # fmt: skip
+    wait_for(lambda: _metric(first[0], EVICTED), lambda n: n == 1, timeout=bound(STALL + CHECK + 2.0),
+             what="the first owner evicted under a permit")  # fmt: skip
+    # its app is restarted (here: closed): the partition goes to one of the two others, which reads the pill again
+    first[1].close()
+    first[0].stop()
+    rest = [p for p in pods if p is not first]
+    second = wait_for(lambda: [p for p in rest if p[1].paused_polling.is_set()], lambda hung: len(hung) == 1,
+                      timeout=bound(10.0), what="the next owner hanging on the same pill")[0]  # fmt: skip
+    wait_for(lambda: _metric(second[0], POISONED), lambda n: n >= 1, timeout=bound(STALL + 3 * CHECK),
+             what="the next owner's eviction refused as a poison pill")  # fmt: skip
+    time.sleep(2 * CHECK)  # give a (wrong) eviction the time it would need to show
+    assert _metric(second[0], EVICTED) == 0
+    assert second[1].member_id in {m.member_id for m in clients.describe_group(conn, group).members}
+    assert [(m.topic, m.partition, m.offset) for m in budget.ledger().poison] == [(topic, 0, 5)]
+    found = [e for e in topic_events(kafka, events_topic, group) if isinstance(e, events.PoisonSuspected)]
+    assert [(p.topic, p.partition, p.committed_offset) for e in found for p in e.payload.partitions] == [(topic, 0, 5)]
+    assert found[0].pod == second[1].client_id
+    assert found[0].payload.member.member_id == second[1].member_id
 
 
 @pytest.mark.integration

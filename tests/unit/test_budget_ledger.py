@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from vigil_sidecar.budget import ledger as lg
 from vigil_sidecar.budget.ledger import Entry, Ledger, Permit, PermitRecord, Refusal
+from vigil_sidecar.budget.poison import Handoff, PoisonMark
 
 NOW = 1_763_700_000.0
 STALL = 30.0  # half of it, 15 s, is the "stalled" mark
@@ -289,11 +290,18 @@ json_values = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), 
 extras = st.dictionaries(st.text(min_size=1, max_size=6).map(lambda k: "x-" + k), json_values, max_size=2)
 entries = st.builds(Entry, ages, times, st.none() | times, extras)
 permits = st.builds(PermitRecord, st.text(min_size=1, max_size=12), st.text(max_size=30), times, extras)
+handoffs = st.builds(Handoff, st.text(min_size=1, max_size=12), st.integers(0, 2**31 - 1), times, times, extras)
+marks = st.builds(
+    PoisonMark, st.text(min_size=1, max_size=12), st.integers(0, 2**31 - 1), st.none() | st.integers(0, 2**62), times,
+    extras,
+)  # fmt: skip
 ledgers = st.builds(
     Ledger,
     st.dictionaries(st.text(min_size=1, max_size=40), entries, max_size=30),
     st.lists(permits, max_size=5).map(lambda ps: tuple(sorted(ps, key=lambda p: p.granted))),
     extras,
+    st.lists(handoffs, max_size=4).map(tuple),
+    st.lists(marks, max_size=3).map(tuple),
 )
 
 
@@ -313,9 +321,17 @@ def test_serialization_stays_within_the_cap_keeping_the_newest(ledger: Ledger, c
     assert all(kept.members[pod] == ledger.members[pod] for pod in kept.members)
     if dropped and kept.members:
         assert min(e.published for e in kept.members.values()) >= max(dropped)
-    if kept.permits != ledger.permits:  # permits go only once every entry has
+    if kept.handoffs != ledger.handoffs:  # handoffs go only once every entry has, oldest first
         assert not kept.members
+        assert kept.handoffs == ledger.handoffs[len(ledger.handoffs) - len(kept.handoffs) :]
+    if kept.permits != ledger.permits:  # then permits
+        assert not kept.members
+        assert not kept.handoffs
         assert kept.permits == ledger.permits[len(ledger.permits) - len(kept.permits) :]
+    if kept.poison != ledger.poison:  # poison marks last: they stop evictions that would do harm
+        assert not kept.members
+        assert not kept.handoffs
+        assert not kept.permits
 
 
 _IO = {"asyncio", "socket", "aiohttp", "ssl", "kubernetes", "os", "time", "subprocess", "pathlib", "random"}

@@ -72,7 +72,7 @@ def test_fields_with_defaults_may_be_missing() -> None:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: d.update(type="poison-suspected"), "not a vigil event: record: Input tag 'poison-suspected'"),
+        (lambda d: d.update(type="lag-forecast"), "not a vigil event: record: Input tag 'lag-forecast'"),
         (lambda d: d.update(time="2025-06-01T12:00:00"), "not a vigil event: stall-detected.time: Input should have"),
         (lambda d: d.pop("group"), "not a vigil event: stall-detected.group: Field required"),
         (
@@ -172,6 +172,14 @@ payloads: dict[type[Any], st.SearchStrategy[Any]] = {
     ),
     ev.EvictionRefused: st.builds(
         ev.EvictionRefusedPayload, member=st.none() | members, action=word, cause=word, message=text
+    ),
+    ev.PoisonSuspected: st.builds(
+        ev.PoisonSuspectedPayload,
+        member=members,
+        partitions=st.lists(
+            st.builds(ev.SuspectPartition, topic=text, partition=count, committed_offset=st.none() | count), max_size=3
+        ).map(tuple),
+        message=text,
     ),
     ev.SystemicStall: st.builds(
         ev.SystemicStallPayload,

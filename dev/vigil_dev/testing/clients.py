@@ -155,6 +155,10 @@ class Member:
     consumer: Any = None
     consumer_factory: Callable[[ClientConfig], Any] = Consumer
     """What builds the client: confluent-kafka's Consumer, or the app helper that beacons to a sidecar."""
+    stall_on: str | None = None
+    """A poison pill: on a record with this value the member stops polling (it hangs "processing" it). With
+    `enable.auto.offset.store` False in `extra` the member stores each other record's offset once processed, so the
+    pill's offset is never committed and the partition's next owner reads it again."""
 
     def start(self) -> "Member":
         defaults = dict(CONSUMER_DEFAULTS)
@@ -184,7 +188,13 @@ class Member:
             if msg.error() is not None:
                 self.errors.append(str(msg.error()))
                 continue
-            self.consumed.append((msg.partition(), msg.offset(), msg.value().decode()))
+            value = msg.value().decode()
+            if value == self.stall_on:
+                self.paused_polling.set()
+                continue
+            self.consumed.append((msg.partition(), msg.offset(), value))
+            if self.extra.get("enable.auto.offset.store") is False:
+                self.consumer.store_offsets(msg)
 
     def close(self) -> None:
         """Leave the group the graceful way (LeaveGroup from the client)."""

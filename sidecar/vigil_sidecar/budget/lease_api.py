@@ -15,7 +15,7 @@ import os
 import random
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypeVar
@@ -24,6 +24,7 @@ import aiohttp
 
 from vigil_sidecar.budget import ledger as ledger_rules
 from vigil_sidecar.budget.ledger import ANNOTATION, DEFAULT_FRESHNESS, Ledger, LedgerDecodeError, Permit, Refusal
+from vigil_sidecar.budget.poison import TopicPartition
 
 SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 """Where the kubelet mounts the pod's token, CA and namespace (absent with `automountServiceAccountToken: false`)."""
@@ -291,12 +292,15 @@ async def request_permit(
     poll_age: float,
     policy: BudgetPolicy,
     *,
+    partitions: Collection[TopicPartition] = (),
+    committed: Mapping[TopicPartition, int] | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Permit | Refusal | BudgetUnavailable:
     """Publish this pod's poll age and ask for a permit to evict `member_id`, in one compare-and-swap write.
 
-    A `Permit` is returned only once it is recorded in the Lease; evict only then. A `Refusal` with cause
-    "settle" says to ask again at `retry_at`.
+    `partitions` (the member's) and their `committed` offsets feed the poison-pill guard. A `Permit` is returned
+    only once it is recorded in the Lease; evict only then. A `Refusal` with cause "settle" says to ask again at
+    `retry_at`.
     """
 
     def decide(ledger: Ledger, now: float) -> Permit | Refusal:
@@ -314,6 +318,8 @@ async def request_permit(
             systemic_percent=policy.systemic_percent,
             settle=policy.settle,
             freshness=policy.freshness,
+            partitions=partitions,
+            committed=committed,
         )
 
     return await update(api, _recorded(decide), clock, max_attempts=api.max_attempts)

@@ -17,12 +17,16 @@ would not compare; the nodes' clocks must agree to well within `settle` and the 
 
     {"v": 1,
      "members": {"<pod>": {"age": 31.2, "at": 1763700000.123, "asked": 1763699998.5}},
-     "permits": [{"pod": "<pod>", "member": "<member id>", "at": 1763700001.5}]}
+     "permits": [{"pod": "<pod>", "member": "<member id>", "at": 1763700001.5}],
+     "handoffs": [{"topic": "orders", "partition": 3, "at": 1763700001.5, "until": 1763700121.5}],
+     "poison": [{"topic": "orders", "partition": 3, "offset": 1200, "at": 1763700070.2}]}
 
 `age` is the pod's poll age when it published at `at`; `asked` (optional) is when the pod first asked for a
 permit for its current stall, so the settle delay survives the asking sidecar's restart and is one shared clock.
-Evolution is additive (as for events): readers ignore and keep unknown fields, `v` is the writer's version, and a
-change that cannot be additive takes a new annotation key.
+`handoffs` and `poison` (optional, absent when empty) are the poison-pill guard (`poison`): the partitions an
+eviction handed over, and the partitions suspected of a poison pill. Evolution is additive (as for events):
+readers ignore and keep unknown fields, `v` is the writer's version, and a change that cannot be additive takes a
+new annotation key.
 
 Pure: no I/O, no clock — `now` is an argument.
 """
@@ -30,9 +34,12 @@ Pure: no I/O, no clock — `now` is an argument.
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
+
+from vigil_sidecar.budget import poison
+from vigil_sidecar.budget.poison import Handoff, PoisonMark, TopicPartition
 
 ANNOTATION: Final = "vigil.dev/budget"
 """The Lease annotation holding the ledger."""
@@ -55,7 +62,7 @@ def lease_name(group_id: str) -> str:
     return LEASE_PREFIX + hashlib.sha256(group_id.encode()).hexdigest()[:16]
 
 
-RefusalCause = Literal["budget", "systemic-stall", "settle"]
+RefusalCause = Literal["budget", "systemic-stall", "settle", "poison-suspected"]
 """The same strings as `EvictionRefusedPayload.cause` in `vigil_core.events`."""
 
 
@@ -91,6 +98,10 @@ class Ledger:
     permits: tuple[PermitRecord, ...] = ()
     """Oldest first."""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    handoffs: tuple[Handoff, ...] = ()
+    """Partitions evictions handed over, oldest first (`poison`)."""
+    poison: tuple[PoisonMark, ...] = ()
+    """Partitions suspected of a poison pill, oldest first (`poison`)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +136,8 @@ class Refusal:
     count: Count
     retry_at: float | None = None
     """When asking again may succeed (settle over, or the oldest permit leaves the cooldown); None: no sooner."""
+    suspects: tuple[PoisonMark, ...] = ()
+    """For "poison-suspected": the poisoned partitions the member owns."""
 
 
 # -- the rule ------------------------------------------------------------------------------------------------------
@@ -173,20 +186,26 @@ def decide_permit(
     systemic_percent: float,
     settle: float,
     freshness: float = DEFAULT_FRESHNESS,
+    partitions: Collection[TopicPartition] = (),
+    committed: Mapping[TopicPartition, int] | None = None,
 ) -> Permit | Refusal:
     """May `pod` evict its member `member_id` now? The caller has just published its own poll age.
 
-    In order: more than `systemic_percent` of the fresh members past `stall_timeout / 2` → "systemic-stall" (the
-    cause is outside the members; checked first, so even a granted permit is not handed out again then); a permit
-    this pod already holds for this member within the cooldown is returned again (a retry after a lost answer must
-    not be refused by its own permit); less than `settle` since the pod first asked → "settle" (members that
-    stalled at the same moment get time to publish); `max_concurrent` permits granted within `cooldown` →
-    "budget"; else a permit, recorded in the returned ledger.
+    `partitions` are the ones the member owns and `committed` their committed offsets, as far as known.
+
+    In order: the member owns a poisoned partition, or one an eviction handed over shortly before its stall began
+    → "poison-suspected" (`poison`; first, because the member evicted before it is usually still stalled on the
+    same record and would make this look systemic in a small group); more than `systemic_percent` of the fresh
+    members past `stall_timeout / 2` → "systemic-stall" (the cause is outside the members; checked before the
+    rest, so even a granted permit is not handed out again then); a permit this pod already holds for this member
+    within the cooldown is returned again (a retry after a lost answer must not be refused by its own permit);
+    less than `settle` since the pod first asked → "settle" (members that stalled at the same moment get time to
+    publish); `max_concurrent` permits granted within `cooldown` → "budget"; else a permit, recorded in the
+    returned ledger with a handoff per partition it hands over.
     """
     now = _ms(now)
-    permits = tuple(sorted((p for p in ledger.permits if now - p.granted < cooldown), key=lambda p: p.granted))
-    members = {p: e for p, e in ledger.members.items() if _fresh(e, now, freshness)}
-    ledger = replace(ledger, members=members, permits=permits)
+    ledger = _current(ledger, now, cooldown, freshness, committed)
+    permits, members = ledger.permits, ledger.members
     seen = count(ledger, stall_timeout, now, freshness=freshness)
 
     entry = members.get(pod)
@@ -195,6 +214,19 @@ def decide_permit(
     asked = entry.asked if entry.asked is not None else now
     ledger = replace(ledger, members={**members, pod: replace(entry, asked=asked)})
 
+    suspicion = poison.suspect(
+        ledger.handoffs, ledger.poison, partitions, _ms(entry.published - entry.poll_age), now,
+        stall_timeout=stall_timeout, committed=committed,
+    )  # fmt: skip
+    if suspicion is not None:
+        return Refusal(
+            "poison-suspected",
+            f"{poison.describe(suspicion.hits)}: the member stalled on a partition vigil handed over from a stalled "
+            "member shortly before (a record that stalls every consumer?); not evicting it again",
+            replace(ledger, handoffs=suspicion.handoffs, poison=suspicion.marks),
+            seen,
+            suspects=suspicion.hits,
+        )
     if seen.members and seen.stalled * 100 > systemic_percent * seen.members:
         return Refusal(
             "systemic-stall",
@@ -219,7 +251,13 @@ def decide_permit(
     if over is not None:
         return over
     granted = PermitRecord(pod, member_id, now)
-    ledger = replace(ledger, members={**ledger.members, pod: replace(entry, asked=None)}, permits=(*permits, granted))
+    handed = poison.released(partitions, now, stall_timeout=stall_timeout, settle=settle)
+    ledger = replace(
+        ledger,
+        members={**ledger.members, pod: replace(entry, asked=None)},
+        permits=(*permits, granted),
+        handoffs=(*ledger.handoffs, *handed),
+    )
     return Permit(pod, member_id, now, ledger, seen)
 
 
@@ -243,9 +281,8 @@ def decide_removal(
     no systemic-stall check: those judge poll ages, and the operator removes for other evidence.
     """
     now = _ms(now)
-    permits = tuple(sorted((p for p in ledger.permits if now - p.granted < cooldown), key=lambda p: p.granted))
-    members = {p: e for p, e in ledger.members.items() if _fresh(e, now, freshness)}
-    ledger = replace(ledger, members=members, permits=permits)
+    ledger = _current(ledger, now, cooldown, freshness, None)
+    permits, members = ledger.permits, ledger.members
     seen = Count(0, len(members))
     for held in permits:
         if held.pod == pod and held.member_id == member_id:
@@ -255,6 +292,16 @@ def decide_removal(
         return over
     ledger = replace(ledger, permits=(*permits, PermitRecord(pod, member_id, now)))
     return Permit(pod, member_id, now, ledger, seen)
+
+
+def _current(
+    ledger: Ledger, now: float, cooldown: float, freshness: float, committed: Mapping[TopicPartition, int] | None
+) -> Ledger:
+    """The ledger without what has run out: permits past the cooldown, stale entries, expired handoffs and marks."""
+    permits = tuple(sorted((p for p in ledger.permits if now - p.granted < cooldown), key=lambda p: p.granted))
+    members = {p: e for p, e in ledger.members.items() if _fresh(e, now, freshness)}
+    handoffs, marks = poison.current(ledger.handoffs, ledger.poison, now, committed)
+    return replace(ledger, members=members, permits=permits, handoffs=handoffs, poison=marks)
 
 
 def _over_budget(
@@ -305,8 +352,9 @@ def dumps(ledger: Ledger, *, max_bytes: int = MAX_BYTES) -> str:
     """
     members = sorted(ledger.members.items(), key=lambda kv: (kv[1].published, kv[0]))
     permits = list(ledger.permits)
+    handoffs, marks = list(ledger.handoffs), list(ledger.poison)
     while True:
-        text = _encode(ledger.extra, members, permits)
+        text = _encode(ledger.extra, members, permits, handoffs, marks)
         size = len(text.encode())
         if size <= max_bytes:
             return text
@@ -314,19 +362,38 @@ def dumps(ledger: Ledger, *, max_bytes: int = MAX_BYTES) -> str:
             # drop enough at once that a huge ledger does not re-encode once per entry
             excess = max(1, (size - max_bytes) * len(members) // max(size, 1))
             del members[: min(excess, len(members))]
+        elif handoffs:
+            del handoffs[0]
         elif permits:
             del permits[0]
+        elif marks:
+            del marks[0]
         else:
             raise ValueError(f"a ledger of only unknown fields does not fit in {max_bytes} bytes")
 
 
-def _encode(extra: Mapping[str, Any], members: list[tuple[str, Entry]], permits: list[PermitRecord]) -> str:
+def _encode(
+    extra: Mapping[str, Any],
+    members: list[tuple[str, Entry]],
+    permits: list[PermitRecord],
+    handoffs: list[Handoff],
+    marks: list[PoisonMark],
+) -> str:
     doc: dict[str, Any] = {
         **extra,
         "v": VERSION,
         "members": {pod: _entry_json(e) for pod, e in members},
         "permits": [{**p.extra, "pod": p.pod, "member": p.member_id, "at": p.granted} for p in permits],
     }
+    if handoffs:
+        doc["handoffs"] = [
+            {**h.extra, "topic": h.topic, "partition": h.partition, "at": h.released, "until": h.until}
+            for h in handoffs
+        ]
+    if marks:
+        doc["poison"] = [
+            {**m.extra, "topic": m.topic, "partition": m.partition, "offset": m.offset, "at": m.marked} for m in marks
+        ]
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
@@ -358,8 +425,46 @@ def loads(text: str | None) -> Ledger:
         raise LedgerDecodeError(f"{ANNOTATION}: permits must be a list")
     members = {str(pod): _entry(pod, raw) for pod, raw in raw_members.items()}
     permits = tuple(sorted((_permit(i, raw) for i, raw in enumerate(raw_permits)), key=lambda p: p.granted))
-    extra = {k: v for k, v in doc.items() if k not in ("v", "members", "permits")}
-    return Ledger(members, permits, extra)
+    handoffs = tuple(_handoff(i, raw) for i, raw in enumerate(_list(doc, "handoffs")))
+    marks = tuple(_mark(i, raw) for i, raw in enumerate(_list(doc, "poison")))
+    extra = {k: v for k, v in doc.items() if k not in ("v", "members", "permits", "handoffs", "poison")}
+    return Ledger(members, permits, extra, handoffs, marks)
+
+
+def _list(doc: Mapping[str, Any], key: str) -> list[Any]:
+    raw = doc.get(key, [])
+    if not isinstance(raw, list):
+        raise LedgerDecodeError(f"{ANNOTATION}: {key} must be a list")
+    return raw
+
+
+def _partition_of(raw: Mapping[str, Any], where: str) -> TopicPartition:
+    topic, partition = raw.get("topic"), raw.get("partition")
+    if not isinstance(topic, str) or isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+        raise LedgerDecodeError(f"{where}: topic must be a string and partition an integer >= 0")
+    return topic, partition
+
+
+def _handoff(index: int, raw: object) -> Handoff:
+    where = f"{ANNOTATION}: handoffs[{index}]"
+    if not isinstance(raw, dict):
+        raise LedgerDecodeError(f"{where} must be an object")
+    topic, partition = _partition_of(raw, where)
+    extra = {k: v for k, v in raw.items() if k not in ("topic", "partition", "at", "until")}
+    return Handoff(topic, partition, _number(raw.get("at"), f"{where}.at"), _number(raw.get("until"), f"{where}.until"),
+                   extra)  # fmt: skip
+
+
+def _mark(index: int, raw: object) -> PoisonMark:
+    where = f"{ANNOTATION}: poison[{index}]"
+    if not isinstance(raw, dict):
+        raise LedgerDecodeError(f"{where} must be an object")
+    topic, partition = _partition_of(raw, where)
+    offset = raw.get("offset")
+    if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int)):
+        raise LedgerDecodeError(f"{where}.offset must be an integer or null, not {offset!r}")
+    extra = {k: v for k, v in raw.items() if k not in ("topic", "partition", "offset", "at")}
+    return PoisonMark(topic, partition, offset, _number(raw.get("at"), f"{where}.at"), extra)
 
 
 def _entry(pod: str, raw: object) -> Entry:
