@@ -47,18 +47,23 @@ lint: $(BIN)/vigil typecheck verify-crds
 PACKAGE_CRDS := operator/vigil_operator/crds
 CHART_CRDS := charts/vigil/crds
 
-generate-crds:
+# docs/consumergroup.md below its marker line is `vigil crd reference` of the packaged (= canonical) CRD.
+CRD_REFERENCE := docs/consumergroup.md
+
+generate-crds: $(BIN)/vigil
 	@mkdir -p $(PACKAGE_CRDS)
 	@rm -f $(PACKAGE_CRDS)/*.yaml
 	@cp crds/*.yaml $(PACKAGE_CRDS)/
 	@cp crds/consumergroups.vigil.dev.yaml $(CHART_CRDS)/
-	@echo "generate-crds: copied $$(ls crds/*.yaml | wc -l) CRD(s) into $(PACKAGE_CRDS)/, the ConsumerGroup CRD into $(CHART_CRDS)/"
+	@$(BIN)/vigil crd reference --write $(CRD_REFERENCE)
+	@echo "generate-crds: copied $$(ls crds/*.yaml | wc -l) CRD(s) into $(PACKAGE_CRDS)/, the ConsumerGroup CRD into $(CHART_CRDS)/, its reference into $(CRD_REFERENCE)"
 
-verify-crds:
+verify-crds: $(BIN)/vigil
 	@diff -rq crds $(PACKAGE_CRDS) >/dev/null || { \
 	  echo "verify-crds: $(PACKAGE_CRDS)/ differs from the canonical crds/ (run: make generate-crds)"; exit 1; }
 	@cmp -s crds/consumergroups.vigil.dev.yaml $(CHART_CRDS)/consumergroups.vigil.dev.yaml || { \
 	  echo "verify-crds: $(CHART_CRDS)/ differs from the canonical crds/ (run: make generate-crds)"; exit 1; }
+	@$(BIN)/vigil crd reference --check $(CRD_REFERENCE)
 
 test-unit: $(BIN)/vigil
 	@scripts/timed "unit suite" $(PYTEST) tests/unit -m "not spark" -q

@@ -1,4 +1,5 @@
-"""The ConsumerGroup CRD as the package ships it: `vigil crd` prints it, the operator and tests install it.
+"""The ConsumerGroup CRD as the package ships it: `vigil crd` prints it (`vigil crd reference`: as Markdown), the
+operator and tests install it.
 
 The file is a copy of the canonical `crds/consumergroups.vigil.dev.yaml` (`make generate-crds`; a unit test and
 `make verify-crds` fail when they differ), read as package data so an installed wheel has it too.
@@ -10,9 +11,12 @@ import sys
 import time
 from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml  # type: ignore[import-untyped]
+
+from vigil_operator import crd_reference
 
 RESOURCE = "crds/consumergroups.vigil.dev.yaml"
 NAME = "consumergroups.vigil.dev"
@@ -31,19 +35,48 @@ def load() -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="vigil crd",
-        description="Print the ConsumerGroup CRD (vigil.dev), or apply it (Helm installs crds/, never upgrades them).",
+        description="Print the ConsumerGroup CRD (vigil.dev), apply it (Helm installs crds/, never upgrades them),"
+        " or print its Markdown reference (docs/consumergroup.md).",
     )
-    parser.add_argument("action", nargs="?", choices=("print", "apply"), default="print", help="default: print")
+    parser.add_argument(
+        "action", nargs="?", choices=("print", "apply", "reference"), default="print", help="default: print"
+    )
     parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="print: default yaml")
     parser.add_argument("--kubeconfig", help="apply: out of a cluster (default: in-cluster, else KUBECONFIG)")
     parser.add_argument("--timeout", type=float, default=60.0, help="apply: seconds to wait for Established")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--write", metavar="FILE", help="reference: rewrite FILE below its marker line")
+    target.add_argument("--check", metavar="FILE", help="reference: exit 1 when FILE below its marker is stale")
     args = parser.parse_args(argv)
     if args.action == "apply":
         return apply(args.kubeconfig, args.timeout)
+    if args.action == "reference":
+        return reference(args.write, args.check)
     if args.output == "json":
         sys.stdout.write(json.dumps(load(), indent=2) + "\n")
     else:
         sys.stdout.write(text())
+    return 0
+
+
+def reference(write: str | None, check: str | None) -> int:
+    """Print the Markdown reference, or bring FILE up to date below its marker (`--write`), or say it is stale."""
+    rendered = crd_reference.render(load())
+    path = write or check
+    if path is None:
+        sys.stdout.write(rendered)
+        return 0
+    try:
+        document = Path(path).read_text(encoding="utf-8")
+        fresh = crd_reference.splice(document, rendered)
+    except (OSError, ValueError) as exc:
+        print(f"vigil crd reference: {path}: {exc}", file=sys.stderr)
+        return 1
+    if check is not None and fresh != document:
+        print(f"vigil crd reference: {path} is stale (run: make generate-crds)", file=sys.stderr)
+        return 1
+    if write is not None and fresh != document:
+        Path(path).write_text(fresh, encoding="utf-8")
     return 0
 
 
