@@ -6,12 +6,11 @@ never the decoder itself. The raw records of the run are saved under test-artifa
 """
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from vigil_core.kafka.security import KafkaConnection
 from vigil_dev.kafka.cluster import KafkaCluster
@@ -20,36 +19,6 @@ from vigil_dev.testing.waiting import wait_for
 from vigil_spark.decode import records as rec
 
 pytestmark = pytest.mark.integration
-
-OFFSETS_TOPIC = "__consumer_offsets"
-OFFSETS_PARTITIONS = 4  # offsets.topic.num.partitions in tests
-
-
-def _read_offsets_topic(conn: KafkaConnection) -> list[tuple[int, int, bytes, bytes | None]]:
-    """Every record of __consumer_offsets up to the current end: (partition, offset, key, value)."""
-    reader = Consumer(
-        conn.confluent_config()
-        | clients.QUIET
-        | {"group.id": clients.unique("offsets-reader"), "enable.auto.commit": False}
-    )
-    try:
-        ends = {p: reader.get_watermark_offsets(TopicPartition(OFFSETS_TOPIC, p), timeout=10)[1]
-                for p in range(OFFSETS_PARTITIONS)}  # fmt: skip
-        reader.assign([TopicPartition(OFFSETS_TOPIC, p, OFFSET_BEGINNING) for p in range(OFFSETS_PARTITIONS)])
-        out: list[tuple[int, int, bytes, bytes | None]] = []
-        position = dict.fromkeys(ends, -1)
-        deadline = time.monotonic() + 60
-        while any(position[p] + 1 < ends[p] for p in ends):
-            assert time.monotonic() < deadline, f"__consumer_offsets not read to its end: {position} vs {ends}"
-            msg = reader.poll(0.5)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            out.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
-            position[msg.partition()] = msg.offset()
-        return out
-    finally:
-        reader.close()
 
 
 def _committed(conn: KafkaConnection, group: str, topic: str, partitions: int) -> dict[int, int]:
@@ -71,14 +40,16 @@ def test_real_records_decode_and_match_the_group(kafka: KafkaCluster, artifacts_
         wait_for(lambda: sum(len(m.consumed) for m in members), lambda n: n >= 40, timeout=30, what="all consumed")
         live_ids = {m.member_id for m in members}
         assert None not in live_ids
-        time.sleep(1.5)  # let auto-commit (500 ms) commit the final positions
+        # auto-commit (500 ms) commits the final positions: every one of the 40 records counted once
+        wait_for(lambda: sum(_committed(conn, group, topic, 4).values()), lambda n: n == 40, timeout=10,
+                 what="the final positions committed")  # fmt: skip
     finally:
         for m in members:
             m.close()  # LeaveGroup: one more generation each, and a final commit
     committed = _committed(conn, group, topic, 4)
     assert committed, "the group committed nothing"
 
-    raw = _read_offsets_topic(conn)
+    raw = clients.read_offsets_topic(conn)
     decoded = [(p, o, *rec.decode_record(k, v)) for p, o, k, v in raw]
     _save(artifacts_dir / "consumer_offsets_real_records.json", group, raw, decoded)
     bad = [(p, o, k, v) for p, o, k, v in decoded if isinstance(k, rec.Corrupt) or isinstance(v, rec.Corrupt)]
@@ -134,7 +105,7 @@ def test_real_kip848_records_decode(kafka: KafkaCluster, artifacts_dir: Path) ->
         for m in members:
             m.close()
 
-    raw = _read_offsets_topic(conn)
+    raw = clients.read_offsets_topic(conn)
     decoded = [(p, o, *rec.decode_record(k, v)) for p, o, k, v in raw]
     _save(artifacts_dir / "consumer_offsets_real_records_kip848.json", group, raw, decoded)
     ours = sorted((r for r in decoded if getattr(r[2], "group", None) == group), key=lambda r: r[1])

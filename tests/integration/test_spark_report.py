@@ -12,7 +12,6 @@ from pyspark.sql import SparkSession
 
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import broker_log, browser, clients
-from vigil_dev.testing.waiting import wait_for
 from vigil_spark import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -27,8 +26,7 @@ def test_the_report_explains_each_rebalance_of_a_real_group(
     group = clients.unique("g-report")
 
     def stable(n: int) -> int:
-        wait_for(lambda: clients.stable_members(conn, group), lambda m: m == n, timeout=60,
-                 what=f"{group}: {n} members Stable")  # fmt: skip
+        clients.wait_stable(conn, group, n)
         return max(broker_log.generations(kafka, group))
 
     first = clients.Member(conn, group, [topic], "report-a").start()

@@ -7,7 +7,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
 
 from vigil_core.kafka.security import ClientConfig, KafkaConnection
@@ -212,10 +219,52 @@ def start_group(
     members = [
         Member(conn, group, topics, client_id=f"{group}-m{i}", extra=dict(extra or {})).start() for i in range(size)
     ]
+    wait_stable(conn, group, size)
+    return members
+
+
+def wait_stable(conn: KafkaConnection, group: str, size: int, timeout: float = 60) -> None:
+    """Until the broker says `group` is Stable with `size` members, each assigned something."""
     wait_for(
         lambda: stable_members(conn, group),
         lambda n: n == size,
-        timeout=60,
+        timeout=timeout,
         what=f"group {group} Stable with {size} assigned members",
     )
-    return members
+
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_PARTITIONS = 4
+"""offsets.topic.num.partitions of the test broker (tests/README.md)."""
+
+
+RawRecord = tuple[int, int, bytes | None, bytes | None]
+"""(partition, offset, key, value) as the broker stored them."""
+
+
+def read_offsets_topic(conn: KafkaConnection, partitions: int = OFFSETS_PARTITIONS) -> list[RawRecord]:
+    """Every record of __consumer_offsets up to the current end: (partition, offset, key, value), raw."""
+    reader = Consumer(
+        conn.confluent_config() | QUIET | {"group.id": unique("offsets-reader"), "enable.auto.commit": False}
+    )
+    try:
+        ends = {p: reader.get_watermark_offsets(TopicPartition(OFFSETS_TOPIC, p), timeout=10)[1]
+                for p in range(partitions)}  # fmt: skip
+        reader.assign([TopicPartition(OFFSETS_TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out: list[RawRecord] = []
+        position = dict.fromkeys(ends, -1)
+        deadline = time.monotonic() + 60
+        while any(position[p] + 1 < ends[p] for p in ends):
+            assert time.monotonic() < deadline, f"__consumer_offsets not read to its end: {position} vs {ends}"
+            msg = reader.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            partition, offset = msg.partition(), msg.offset()
+            assert partition is not None
+            assert offset is not None
+            out.append((partition, offset, msg.key(), msg.value()))
+            position[partition] = offset
+        return out
+    finally:
+        reader.close()
