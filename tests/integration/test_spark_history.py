@@ -1,5 +1,6 @@
 """`vigil report` on a known history of one classic group: joins, a graceful leave, a member killed with SIGKILL
-(its session expires), and a static member restarted within its session (no rebalance).
+(its session expires), a static member restarted within its session (no rebalance), and a stalled member evicted
+by a real `vigil sidecar`.
 
 Each generation's cause and member counts must equal the test's own action log AND an independent reading of
 the broker log (regexes written here, not vigil's parser): the model is checked against two witnesses that do
@@ -20,7 +21,9 @@ from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import ports, procs
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import broker_log, clients, static_app
+from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
+from vigil_sidecar.client import Consumer as BeaconingConsumer
 from vigil_spark import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -35,8 +38,11 @@ STATIC_REJOIN = (
     r"Static member with groupInstanceId=(\S+) and unknown member id joins group {g} in Stable state\. "
     r"Replacing previously mapped member (\S+) with this groupInstanceId\."
 )
+#: A member that left by LeaveGroup, with the KIP-800 reason its sender gave: (member id, client reason).
+LEFT_WITH_REASON = r"Member (\S+) has left group through explicit `LeaveGroup` request; client reason: (.*) \(org\."
 #: The test's own reading of a reason, deliberately not vigil's REASON_RULES.
 OWN_CAUSES = (("joined", "Adding new member "), ("left", "LeaveGroup"), ("heartbeat-expiry", "heartbeat expiration"))
+STALL_S = 6.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,8 @@ def test_the_report_equals_the_action_log_and_the_broker_log(
     first, first_open = clients.Member(conn, group, [topic], f"{group}-a").start(), True
     static: procs.Managed | None = None
     crashing: procs.Managed | None = None
+    sidecar: RunningSidecar | None = None
+    watched: clients.Member | None = None
     try:
         rebalanced(Step("joined", 0, 1))
         static = static_app.start(conn, group, topic, instance, tmp_path, beacon_addr="")
@@ -112,6 +120,25 @@ def test_the_report_equals_the_action_log_and_the_broker_log(
                           timeout=30, what="the static member's new id")  # fmt: skip
         assert clients.stable_members(conn, group) == 1
 
+        # a member watched by a real sidecar stops polling (librdkafka heartbeats on): vigil evicts it
+        sidecar = start_sidecar(conn, group, f"{group}-v", tmp_path, stall_timeout_seconds=STALL_S,
+                                check_interval_seconds=1, session_timeout_seconds=SESSION_S, budget="none",
+                                events_topic="")  # fmt: skip
+        watched = clients.Member(
+            conn,
+            group,
+            [topic],
+            f"{group}-v",
+            consumer_factory=lambda conf: BeaconingConsumer(conf, beacon_addr=sidecar.beacon_addr),
+        )
+        watched.start()  # fmt: skip
+        rebalanced(Step("joined", 1, 2))
+        wait_for(lambda: sidecar.get("/v1/status")[1], lambda s: '"member": {' in s, timeout=20,
+                 what="the sidecar identifying its member")  # fmt: skip
+        evicted_id = watched.member_id
+        watched.paused_polling.set()
+        rebalanced(Step("evicted-by-vigil", 2, 1), timeout=bound(STALL_S + 1, 10))
+
         code, lines = _report(conn, kafka, tmp_path / "out")
         assert code == 0, lines
         generations_after_report = broker_log.stabilized(kafka, group)
@@ -121,11 +148,26 @@ def test_the_report_equals_the_action_log_and_the_broker_log(
         for app in (static, crashing):
             if app is not None:
                 app.kill()
+        if watched is not None:
+            watched.close()
+        if sidecar is not None:
+            sidecar.stop()
 
     # witness 1: the broker log, read with the test's own regexes
     assert generations_after_report == [(g, s.after) for g, s in enumerate(steps, 1)], "a rebalance nobody caused"
     reasons = {int(old) + 1: reason for _, (old, reason) in broker_log.broker_lines(kafka, group, PREPARING)}
-    assert {g: _own_cause(r) for g, r in reasons.items()} == {g: s.cause for g, s in enumerate(steps, 1)}, reasons
+    left_by = {m: why for _, (m, why) in broker_log.broker_lines(kafka, group, LEFT_WITH_REASON)}
+    assert evicted_id is not None
+    assert left_by[evicted_id].startswith("vigil: no poll for "), left_by
+
+    def own_cause(reason: str) -> str:
+        """A LeaveGroup whose members all gave vigil's reason is vigil's eviction."""
+        leavers = re.findall(r"request for \((.+?)\) members", reason)
+        if leavers and all(left_by.get(m, "").startswith("vigil: ") for m in leavers):
+            return "evicted-by-vigil"
+        return _own_cause(reason)
+
+    assert {g: own_cause(r) for g, r in reasons.items()} == {g: s.cause for g, s in enumerate(steps, 1)}, reasons
     assert new_id != old_id
 
     # the model, against both
