@@ -28,6 +28,7 @@ class EventFeed:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.undecodable = 0
+        self._last_undecodable: str | None = None
         self.problem: str | None = None
         """Why the feed cannot read (topic missing, no access), for the status; None while it reads."""
         self._thread = threading.Thread(target=self._run, name=f"vigil-events-{topic}", daemon=True)
@@ -84,8 +85,11 @@ class EventFeed:
     def _take(self, value: bytes | None) -> None:
         try:
             event = events.parse_event(value or b"")
-        except events.EventDecodeError:
+        except events.EventDecodeError as exc:
             self.undecodable += 1
+            if str(exc) != self._last_undecodable:  # each distinct problem once (a newer sidecar's event type)
+                log.warning("events topic %r: skipped a record: %s", self.topic, exc)
+                self._last_undecodable = str(exc)
             return
         with self._lock:
             book = self._book.record(event)

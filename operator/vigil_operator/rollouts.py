@@ -65,7 +65,7 @@ class Rollouts:
             body = await asyncio.to_thread(_get_json, f"{sidecar_url}/v1/status")
         except (OSError, ValueError) as exc:
             raise StepRefusedError(f"{pod}: its sidecar did not answer /v1/status ({exc})") from None
-        member = body.get("member") or {}
+        member = body["member"] if isinstance(body.get("member"), dict) else {}
         generation = member.get("generation")
         if not member.get("member_id") or not member.get("instance_id") or not isinstance(generation, int):
             raise StepRefusedError(f"{pod}: its sidecar knows no static member with a generation ({member or 'none'})")

@@ -48,7 +48,7 @@ The rules (issue #6; `start` applies the first, `step` the others):
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, Field, dataclass, fields, replace
 from typing import Any, Final, Literal, TypeGuard, get_args
 
 from vigil_core.kafka.model import GroupView
@@ -331,9 +331,14 @@ class BridgeState:
         if not isinstance(raw, dict):
             raise BridgeDecodeError("not a bridge state: config: missing or not an object")
         try:
-            config = BridgeConfig(**{f.name: _field(raw, f.name, _CONFIG_TYPES) for f in fields(BridgeConfig)})
-            values = {f.name: _field(doc, f.name, _STATE_TYPES) for f in fields(cls) if f.name != "config"}
-            values["ends"] = tuple(values["ends"])
+            config = BridgeConfig(
+                **{f.name: _field(raw, f.name, _CONFIG_TYPES) for f in fields(BridgeConfig) if _given(raw, f)}
+            )
+            values = {
+                f.name: _field(doc, f.name, _STATE_TYPES) for f in fields(cls) if f.name != "config" and _given(doc, f)
+            }
+            if "ends" in values:
+                values["ends"] = tuple(values["ends"])
             state = cls(config=config, **values)
         except (TypeError, ValueError) as exc:
             raise BridgeDecodeError(f"not a bridge state: {exc}") from None
@@ -616,6 +621,11 @@ _CHOICES: Final[dict[str, tuple[str, ...]]] = {
     "remove_cause": get_args(RemoveCause),
     "ended": END_OUTCOMES,
 }
+
+
+def _given(doc: dict[str, Any], f: Field[Any]) -> bool:
+    """Present, or required: a field with a default that an older writer did not know takes its default."""
+    return f.name in doc or (f.default is MISSING and f.default_factory is MISSING)
 
 
 def _field(doc: dict[str, Any], name: str, types: dict[str, tuple[type, ...]]) -> Any:
