@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from vigil_core.events import EVENTS_TOPIC_DEFAULT
+from vigil_core.version import VERSION
 from vigil_operator.domain.injection import InjectionConfig
 
 ENV_PREFIX = "VIGIL_OPERATOR_"
@@ -20,7 +21,7 @@ class OperatorSettings(BaseModel):
     """The operator's own namespace: its pods are never injected."""
     events_topic: str = EVENTS_TOPIC_DEFAULT
     """Where the sidecars publish stalls (read) and the operator publishes group snapshots ("" = off)."""
-    sidecar_image: str = "vigil-sidecar:0.1.0"
+    sidecar_image: str = f"vigil-sidecar:{VERSION}"
     reject_unknown_group: bool = False
     """A labelled pod naming a ConsumerGroup that does not exist: reject it (else admit it unchanged, warn)."""
     state_dir: Path = Path("/tmp/vigil-operator")  # noqa: S108 - private 0700 dir for credential files

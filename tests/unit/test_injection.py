@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from vigil_core.kafka.security import KafkaConnection, Mechanism, Protocol
+from vigil_core.version import VERSION
 from vigil_dev.kube.fakelet import spec as kubelet
 from vigil_dev.kube.fakelet.spec import Context, HttpGet, Kind
 from vigil_operator.domain import injection
@@ -201,12 +202,12 @@ def test_a_plain_pod_gets_a_native_sidecar_first_and_its_app_wired_to_it() -> No
     assert set(decision.changes) == {"metadata", "spec"}
     assert set(decision.changes["spec"]) == {"initContainers", "containers"}
     assert decision.changes["metadata"] == {
-        "annotations": {"vigil.dev/consumer-group": "orders", "vigil.dev/injected": "vigil-sidecar:0.1.0"}
+        "annotations": {"vigil.dev/consumer-group": "orders", "vigil.dev/injected": f"vigil-sidecar:{VERSION}"}
     }
     out = apply(p, decision.changes)
     sidecar, rest = out["spec"]["initContainers"][0], out["spec"]["initContainers"][1:]
     assert (sidecar["name"], sidecar["restartPolicy"], rest) == ("vigil-sidecar", "Always", [init])
-    assert sidecar["image"] == "vigil-sidecar:0.1.0"
+    assert sidecar["image"] == f"vigil-sidecar:{VERSION}"
     assert sidecar["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}
     assert "readinessProbe" not in sidecar
     assert "startupProbe" not in sidecar  # the app must not wait on vigil to start

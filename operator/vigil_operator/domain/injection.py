@@ -26,6 +26,7 @@ from typing import Any, Final
 from vigil_core import rules
 from vigil_core.kafka.security import ENV_PREFIX as KAFKA_PREFIX
 from vigil_core.kafka.security import Protocol
+from vigil_core.version import VERSION
 from vigil_operator.domain.spec import ConsumerGroupSpec, Kafka, Membership, SecretKeyRef, SidecarMode, Signal
 from vigil_sidecar.budget.ledger import lease_name
 from vigil_sidecar.config import ENV_PREFIX, NO_BROKER_LIMITS
@@ -62,7 +63,7 @@ class InjectionConfig:
     """The operator's injection settings (from its deployment)."""
 
     operator_namespace: str
-    sidecar_image: str = "vigil-sidecar:0.1.0"
+    sidecar_image: str = f"vigil-sidecar:{VERSION}"
     sidecar_resources: Mapping[str, Mapping[str, int | str]] = field(default_factory=_default_resources)
     beacon_port: int = 7390
     health_port: int = 7391
