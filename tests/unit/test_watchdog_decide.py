@@ -40,8 +40,10 @@ WAIT = object()
 TICK = Tick()
 
 
-def member(member_id: str = "pod-0-a", client_id: str = POD, instance_id: str | None = None) -> MemberView:
-    return MemberView(member_id, instance_id, client_id, HOST, (TopicPartitionRef("t", 0),))
+def member(
+    member_id: str = "pod-0-a", client_id: str = POD, instance_id: str | None = None, *, parts: int = 1
+) -> MemberView:
+    return MemberView(member_id, instance_id, client_id, HOST, tuple(TopicPartitionRef("t", p) for p in range(parts)))
 
 
 OURS = member()
@@ -102,6 +104,15 @@ CASES: dict[str, list[Step]] = {
         (41.5, view(OTHER), [WAIT]),
         (151.3, TICK, [WAIT]),  # a cooldown (120 s) after the eviction: the watch ends
         *[(t, TICK, [WAIT]) for t in (200.0, 400.0)],
+    ],
+    "polling again after an eviction that held, under the same member id (KIP-848 with a listener): proven again": [
+        *STALL_EVICTED,
+        (31.3, left(), [WAIT]),
+        (36.3, TICK, [Describe()]),
+        (36.4, view(OTHER), [WAIT]),  # stays out while the app is stalled
+        (50.0, beacon(), [Describe()]),  # the app polls: the same id is back, prove it again
+        (50.1, view(OURS, OTHER), [WAIT]),
+        *[(t, beacon(), [WAIT]) for t in (60.0, 70.0)],
     ],
     "an eviction undone (back without a poll: KIP-848, no rebalance callback) → restart once": [
         *STALL_EVICTED,
@@ -218,14 +229,22 @@ CASES: dict[str, list[Step]] = {
         (31.0, TICK, [Describe()]),
         (31.1, view(member("pod-0-t", instance_id="ns-pod-0"), OTHER), [Alert(AlertKind.IDENTITY, "*"), WAIT]),
     ],
-    "an idle member (no partitions) is never evicted": [
+    "an idle member (no partitions, by the app and by the broker) is never evicted": [
         (0.0, TICK, [LookupCoordinator()]),
         (0.1, CoordinatorResult(1), [WAIT]),
         (1.0, beacon(parts=0), [Describe()]),
-        (1.1, view(), [WAIT]),
+        (1.1, view(member(parts=0), OTHER), [WAIT]),
         (31.0, TICK, [Describe()]),
-        (31.1, view(), [WAIT]),
+        (31.1, view(member(parts=0), OTHER), [WAIT]),
         (60.0, TICK, [WAIT]),
+    ],
+    "partitions the broker gave after the app's last poll (KIP-848 reconciles in the background): evicted": [
+        (0.0, TICK, [LookupCoordinator()]),
+        (0.1, CoordinatorResult(1), [WAIT]),
+        (1.0, beacon(parts=0), [Describe()]),
+        (1.1, view(member(parts=0), OTHER), [WAIT]),
+        (31.0, TICK, [Describe()]),
+        (31.1, view(member(parts=2), OTHER), [evict(30.1)]),
     ],
     "a failed lookup backs off before the next": [
         (0.0, TICK, [LookupCoordinator()]),

@@ -306,7 +306,9 @@ def _act(  # noqa: PLR0911 - one return per guardrail
             f" action on it; next possible action in {cooldown_end - now:.1f}s."
         )
         return state.with_alerted(key), [Alert(AlertKind.COOLDOWN, message)], False
-    if beacon.assigned_partitions == 0:  # evicting an idle member frees nothing and costs everyone a rebalance
+    if beacon.assigned_partitions == 0 and not member.assignment:
+        # idle (by the app's last report and the broker's fresh view: a KIP-848 member reconciles its partitions in
+        # the background after its last poll): evicting it frees nothing and costs everyone a rebalance
         return state.with_handled(), [], False
 
     reason = stall_reason(poll.poll_age(now), cfg.stall_timeout)

@@ -269,7 +269,9 @@ class WatchdogState:
         state = replace(self, beacon=beacon, poll=poll, episode=None, evicted_at=None)
         if state.escalation and now - state.escalated_at >= self.config.cooldown:
             state = replace(state, escalation=0)  # polling again a cooldown after the escalation: start afresh
-        if changed:  # a new member (a rejoin, a restart): prove it again before anything is done about it
+        if changed or state.gone:
+            # a new member (a rejoin, a restart), or one back after it was gone (a KIP-848 member rejoins under the
+            # same id): prove it again before anything is done about it
             state = replace(state, member=None, identity_problem=None, gone=False, check=state.check.with_due(now))
         return state
 
