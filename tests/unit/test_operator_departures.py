@@ -262,6 +262,31 @@ def test_ordinal_only_for_pods_a_statefulset_owns(
     assert pod_facts(raw).ordinal == expected
 
 
+def _field(path: str) -> dict[str, Any]:
+    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ([{"name": "VIGIL_INSTANCE_ID", "value": "$(VIGIL_NAMESPACE)-$(VIGIL_POD_NAME)"}], "ns-orders-3"),
+        ([{"name": "VIGIL_INSTANCE_ID", "value": "fixed"}], "fixed"),
+        ([{"name": "VIGIL_INSTANCE_ID", **_field("metadata.name")}], "orders-3"),  # the app set it from its pod
+        (
+            [{"name": "POD", **_field("metadata.name")}, {"name": "VIGIL_INSTANCE_ID", "value": "app-$(POD)"}],
+            "app-orders-3",
+        ),
+        ([{"name": "VIGIL_INSTANCE_ID", **_field("spec.nodeName")}], None),  # not a field the operator knows
+        ([{"name": "VIGIL_INSTANCE_ID", "value": "$(FROM_SECRET)"}], None),
+        ([], None),
+    ],
+)
+def test_the_instance_id_the_sidecar_was_given(env: list[dict[str, Any]], expected: str | None) -> None:
+    raw = raw_pod()
+    raw["spec"]["initContainers"] = [{"name": "vigil-sidecar", "env": env}]
+    assert pod_facts(raw).instance_id == expected
+
+
 def test_a_bad_finished_at_is_ignored_not_raised() -> None:
     assert (
         pod_facts(raw_pod(containerStatuses=[{"name": "app", "state": terminated("yesterday")}])).app_ended_at is None

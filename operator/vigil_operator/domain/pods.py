@@ -18,7 +18,8 @@ DEFAULT_HEALTH_PORT = 7391
 
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
     """The pod's name and the instance id its sidecar was given (static groups), `$(VAR)`s resolved from the
-    pod's own name and namespace; an instance id from a Secret or ConfigMap stays unknown (the client.id
+    pod's own name and namespace, also through the downward API (`fieldRef` metadata.name / metadata.namespace,
+    directly or in an entry it refers to); an instance id from a Secret or ConfigMap stays unknown (the client.id
     basis still matches the member). Also its StatefulSet ordinal, when its app last ended, and whether it is
     being deleted: what departures are judged by."""
     meta = pod.get("metadata") or {}
@@ -40,10 +41,17 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
         port = str((env.get(HEALTH_PORT_ENV) or {}).get("value") or DEFAULT_HEALTH_PORT)
         if status.get("podIP") and port.isdigit():
             facts = dataclasses.replace(facts, sidecar_url=f"http://{status['podIP']}:{port}")
+        fields = {"metadata.name": name, "metadata.namespace": namespace}
+        for var_name, var in env.items():  # the downward API: what the kubelet would put there
+            path = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+            if path in fields:
+                known.setdefault(var_name, fields[path])
         var = env.get("VIGIL_INSTANCE_ID") or {}
         if "value" in var:
             value = _REF.sub(lambda m: known.get(m.group(1), m.group(0)), str(var["value"]))
             facts = dataclasses.replace(facts, instance_id=None if "$(" in value else value)
+        elif "VIGIL_INSTANCE_ID" in known:
+            facts = dataclasses.replace(facts, instance_id=known["VIGIL_INSTANCE_ID"])
         return facts
     return facts
 
