@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from vigil_operator.priority import POD_NAME_ENV, priority_from_pod_name
 from vigil_operator.settings import ENV_PREFIX, OperatorSettings
 
 
@@ -22,8 +23,15 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
     scope.add_argument("-n", "--watch-namespace", action="append", default=[], metavar="NS", help="watch only NS")
     p.add_argument("--standalone", action="store_true", help="no peering: act even if other replicas run")
-    p.add_argument("--peering", default="vigil", help="the ClusterKopfPeering name replicas coordinate through")
-    p.add_argument("--priority", type=int, default=0, help="the replica with the highest priority acts")
+    p.add_argument(
+        "--peering", default="vigil", help="the ClusterKopfPeering (with -n: KopfPeering) replicas coordinate through"
+    )
+    p.add_argument("--priority", type=int, help="the replica with the highest priority acts (default 0)")
+    p.add_argument(
+        "--priority-from-pod-name",
+        action="store_true",
+        help=f"the priority is a hash of the pod name in ${POD_NAME_ENV} (replicas of one Deployment)",
+    )
     p.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="kopf's liveness endpoint URL")
     p.add_argument("--kubeconfig", help="out of a cluster: the kubeconfig (default: KUBECONFIG or ~/.kube/config)")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -36,8 +44,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def peering_priority(args: argparse.Namespace) -> int | str:
+    """The kopf priority these flags ask for, or the one-line reason they are refused."""
+    if not args.priority_from_pod_name:
+        return 0 if args.priority is None else int(args.priority)
+    for flag, given in (("--priority", args.priority is not None), ("--standalone", args.standalone)):
+        if given:
+            return f"--priority-from-pod-name and {flag} exclude each other"
+    pod_name = os.environ.get(POD_NAME_ENV, "")
+    if not pod_name:
+        return f"--priority-from-pod-name needs ${POD_NAME_ENV} (downward API: fieldRef metadata.name)"
+    return priority_from_pod_name(pod_name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    priority = peering_priority(args)
+    if isinstance(priority, str):
+        print(f"vigil operator: {priority}", file=sys.stderr)
+        return 2
     values = {n: getattr(args, n) for n in OperatorSettings.model_fields if getattr(args, n) is not None}
     try:
         settings = OperatorSettings.model_validate(values)
@@ -56,6 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # kafka-python is chatty; vigil reports failures itself
     if not args.verbose:  # one "Timer 'resync' succeeded" per group per resync is noise at scale; failures still show
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    if args.priority_from_pod_name:
+        pod = os.environ[POD_NAME_ENV]
+        logging.getLogger(__name__).info("peering %r with priority %d (from pod %s)", args.peering, priority, pod)
     import kopf  # noqa: PLC0415 - after the environment is set: the handlers read it at import
 
     importlib.import_module("vigil_operator.handlers")
@@ -63,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         importlib.import_module("vigil_operator.admission")
     kopf.run(
         standalone=args.standalone,
-        priority=args.priority,
+        priority=priority,
         peering_name=None if args.standalone else args.peering,
         liveness_endpoint=args.liveness or None,
         clusterwide=not args.watch_namespace,

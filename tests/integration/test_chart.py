@@ -34,6 +34,7 @@ from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator import cli as operator_cli
 from vigil_operator import crd
 from vigil_operator.domain.injection import INJECT_LABEL
+from vigil_operator.priority import POD_NAME_ENV
 from vigil_operator.settings import OperatorSettings
 from vigil_sidecar.budget import ledger
 from vigil_sidecar.metrics import Metrics
@@ -44,6 +45,7 @@ pytestmark = pytest.mark.kube
 REPORT_ON = {"report": {"enabled": True}, "kafka": {"bootstrapServers": "kafka.shop:9092"}}
 WEBHOOK_PATHS = {"inject-sidecar.vigil.dev": "/inject-sidecar", "one-cr-per-group.vigil.dev": "/one-cr-per-group"}
 """kopf serves each webhook at /<handler id> (admission.py: `inject-sidecar`, `one-cr-per-group`)."""
+PEERING_CRDS = chart.ROOT / "crds" / "kopf-peering.yaml"
 KINDS_WITHOUT_CRD = {"PodMonitor", "Certificate", "Issuer"}
 """prometheus-operator and cert-manager kinds: their CRDs are not on the local apiserver (no registry for them
 here), so these documents are checked by the assertions below instead of `--dry-run=server`."""
@@ -57,6 +59,13 @@ def tools(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Tools:
 @pytest.fixture(scope="module")
 def crd_installed(kube: Kube) -> None:
     install_crd(kube)
+
+
+@pytest.fixture(scope="module")
+def peering_crds(kube: Kube) -> None:
+    """kopf's peering CRDs (crds/ of the chart, installed by Helm): the replicas > 1 cases render peering objects."""
+    for crd_body in yaml.safe_load_all(PEERING_CRDS.read_text()):
+        install_crd(kube, crd_body)
 
 
 def merged(*layers: dict[str, Any]) -> dict[str, Any]:
@@ -83,10 +92,13 @@ def operator_container(objects: list[Obj]) -> Obj:
 # -- static checks -------------------------------------------------------------------------------------------
 
 
-def test_the_charts_crd_is_the_canonical_crd_byte_for_byte() -> None:
-    copied = chart.CHART / "crds" / chart.CANONICAL_CRD.name
-    assert copied.read_bytes() == chart.CANONICAL_CRD.read_bytes(), f"cp {chart.CANONICAL_CRD} {copied}"
-    assert sorted(p.name for p in (chart.CHART / "crds").iterdir()) == [chart.CANONICAL_CRD.name]
+def test_the_charts_crds_are_the_canonical_crds_byte_for_byte() -> None:
+    for canonical in (chart.CANONICAL_CRD, PEERING_CRDS):
+        copied = chart.CHART / "crds" / canonical.name
+        assert copied.read_bytes() == canonical.read_bytes(), f"cp {canonical} {copied}"
+    assert sorted(p.name for p in (chart.CHART / "crds").iterdir()) == sorted(
+        [chart.CANONICAL_CRD.name, PEERING_CRDS.name]
+    )
 
 
 def test_the_values_schema_refuses_unknown_keys_at_every_object_level() -> None:
@@ -120,12 +132,22 @@ def test_lint_strict_passes_on_the_default_values(tools: Tools) -> None:
         ({"webhok": {"enabled": False}}, ["additional properties 'webhok' not allowed"]),
         ({"operator": {"replicas": "two"}}, ["/operator/replicas", "got string, want integer"]),
         ({"webhook": {"failurePolicy": "Sometimes"}}, ["/webhook/failurePolicy", "Ignore", "Fail"]),
-        ({"operator": {"replicas": 2}}, ["/operator/replicas", "maximum"]),
+        ({"operator": {"replicas": -1}}, ["/operator/replicas", "minimum"]),
+        ({"operator": {"peeringName": "Vigil_HA"}}, ["/operator/peeringName", "does not match"]),
         ({"report": {"enabled": True}}, ["/kafka/bootstrapServers", "minLength"]),
         ({"kafka": {"bootstrapServers": "localhost"}}, ["/kafka/bootstrapServers", "'localhost' does not match"]),
         ({"operator": {"image": {"tag": 1}}}, ["/operator/image/tag", "got number, want string"]),
     ],
-    ids=["typo-top-level-key", "wrong-type", "bad-enum", "two-replicas", "report-without-kafka", "no-port", "nested"],
+    ids=[
+        "typo-top-level-key",
+        "wrong-type",
+        "bad-enum",
+        "negative-replicas",
+        "peering-name",
+        "report-without-kafka",
+        "no-port",
+        "nested",
+    ],
 )
 def test_bad_values_fail_lint_with_a_message_naming_the_key(
     tools: Tools, values: dict[str, Any], expected: list[str]
@@ -144,6 +166,14 @@ def test_a_status_writing_report_over_two_watched_namespaces_is_refused_at_rende
     assert "report.updateStatus with rbac.scope=namespaced needs exactly one namespace" in result.output
 
 
+def test_more_than_one_operator_replica_with_the_webhook_is_refused_at_render(tools: Tools) -> None:
+    """A kopf-paused standby still serves admission but watches no ConsumerGroup: it would skip the sidecar."""
+    values = {"operator": {"replicas": 2}}
+    result = tools.helm("template", "x", str(chart.CHART), "-f", str(tools.values_file("replicas-webhook", values)))
+    assert result.returncode != 0
+    assert "operator.replicas > 1 needs webhook.enabled=false" in result.output
+
+
 # -- the values matrix, rendered and accepted by the real apiserver ------------------------------------------
 
 
@@ -158,6 +188,12 @@ MATRIX: dict[str, dict[str, Any]] = {
     },
     "monitoring": {"monitoring": {"podMonitor": {"enabled": True}, "grafanaDashboard": {"enabled": True}}},
     "no-webhook-no-rbac": {"webhook": {"enabled": False}, "rbac": {"create": False}},
+    "replicas-peering-cluster": {"operator": {"replicas": 2}, "webhook": {"enabled": False}},
+    "replicas-peering-namespaced": {
+        "operator": {"replicas": 3, "peeringName": "vigil-ha"},
+        "rbac": {"scope": "namespaced"},
+        "webhook": {"enabled": False},
+    },
     "kafka-sasl-tls": merged(
         REPORT_ON,
         {
@@ -174,7 +210,7 @@ MATRIX: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("case", list(MATRIX))
 def test_each_rendered_values_case_is_accepted_by_the_apiserver(
-    kube: Kube, tools: Tools, namespace: str, case: str
+    kube: Kube, tools: Tools, namespace: str, peering_crds: None, case: str
 ) -> None:
     values = merged(MATRIX[case])
     if values.get("rbac", {}).get("scope") == "namespaced":
@@ -204,6 +240,7 @@ def test_each_rendered_values_case_is_accepted_by_the_apiserver(
     assert {o["kind"] for o in without_crd} == expected_without_crd
 
     _check_operator_command_line(objects, namespace, values)
+    _check_peering(objects, namespace, values)
     _check_webhooks(objects, namespace, values)
     _check_rbac(objects, namespace, values)
     _check_report(objects, namespace, values)
@@ -219,7 +256,17 @@ def _check_operator_command_line(objects: list[Obj], namespace: str, values: dic
     settings = OperatorSettings.model_validate(
         {n: getattr(parsed, n) for n in OperatorSettings.model_fields if getattr(parsed, n) is not None}
     )
-    assert parsed.standalone
+    replicas = values.get("operator", {}).get("replicas", 1)
+    if replicas > 1:  # peered: kopf lets the replica whose pod name hashes highest act
+        assert not parsed.standalone
+        assert parsed.priority_from_pod_name
+        assert parsed.priority is None
+        assert parsed.peering == values["operator"].get("peeringName", "vigil")
+        assert container["env"] == [{"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    else:
+        assert parsed.standalone
+        assert not parsed.priority_from_pod_name
+        assert "env" not in container
     assert settings.namespace == namespace
     assert settings.metrics_port == values.get("operator", {}).get("metricsPort", 8081)
     webhook = values.get("webhook", {})
@@ -243,8 +290,38 @@ def _check_operator_command_line(objects: list[Obj], namespace: str, values: dic
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     (deployment,) = find(objects, "Deployment")
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
-    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["replicas"] == replicas
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def _check_peering(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
+    """Replicas > 1: the peering object kopf needs (cluster: one ClusterKopfPeering; namespaced: a KopfPeering in
+    each watched namespace) and the RBAC to read it and patch this replica's keep-alive into it."""
+    operator = values.get("operator", {})
+    peerings = [o for o in objects if o["kind"] in {"ClusterKopfPeering", "KopfPeering"}]
+    peering_rules = {
+        r
+        for o in objects
+        if o["kind"] in {"ClusterRole", "Role"} and o["metadata"]["name"].endswith("-operator")
+        for r in _rules_of(o)
+        if r[0] == "kopf.dev"
+    }
+    if operator.get("replicas", 1) <= 1:
+        assert peerings == []
+        assert peering_rules == set()
+        return
+    name = operator.get("peeringName", "vigil")
+    verbs = {"get", "list", "watch", "patch"}
+    if values.get("rbac", {}).get("scope", "cluster") == "namespaced":
+        assert [(o["kind"], o["metadata"]["name"], o["metadata"]["namespace"]) for o in peerings] == [
+            ("KopfPeering", name, namespace)
+        ]
+        (role,) = [o for o in find(objects, "Role") if o["metadata"]["name"].endswith("-operator")]
+        assert {r for r in _rules_of(role) if r[0] == "kopf.dev"} == {("kopf.dev", "kopfpeerings", v) for v in verbs}
+        assert peering_rules == {("kopf.dev", "kopfpeerings", v) for v in verbs}  # nothing cluster-wide
+    else:
+        assert [(o["kind"], o["metadata"]["name"]) for o in peerings] == [("ClusterKopfPeering", name)]
+        assert peering_rules == {("kopf.dev", "clusterkopfpeerings", v) for v in verbs}
 
 
 def _check_webhooks(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
