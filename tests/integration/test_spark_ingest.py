@@ -316,7 +316,12 @@ def test_events_are_ingested_and_bad_records_land_in_problems(history: History) 
     first = history.run_1.rows["vigil_events"]
     assert len(first) == 1
     row = first[0]
-    assert (row.cluster, row.group, row.type, row.schema_version) == (CLUSTER, history.group, "stall-detected", 2)
+    assert (row.cluster, row.group, row.type, row.schema_version) == (
+        CLUSTER,
+        history.group,
+        "stall-detected",
+        events.SCHEMA_VERSION,
+    )
     assert (row.member_id, row.instance_id, row.pod) == ("member-1", "instance-1", "pod-0")
     assert row.ts.astimezone(UTC) == history.event.time  # collect() gives local naive times
     assert json.loads(row.payload_json) == json.loads(history.event.payload.model_dump_json())
