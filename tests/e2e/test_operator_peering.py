@@ -4,18 +4,16 @@ ClusterKopfPeering: the one whose pod name hashes higher acts, the other pauses,
 is gone: at once when it stops (SIGTERM, as a rollout or an eviction ends a pod), within kopf's peering
 lifetime when it crashes (SIGKILL)."""
 
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from vigil_dev import ports, procs
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.e2e import consumer_group
 from vigil_dev.testing.kube_fixtures import Kube
-from vigil_dev.testing.operator import RunningOperator
+from vigil_dev.testing.operator import RunningOperator, start_operator
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator.priority import POD_NAME_ENV, priority_from_pod_name
 
@@ -38,31 +36,11 @@ POD_NAMES = ("vigil-operator-7d4b9c8f6d-x2k9p", "vigil-operator-7d4b9c8f6d-q8r7t
 
 
 def start_replica(kubeconfig: Path, state_dir: Path, pod_name: str, peering: str) -> RunningOperator:
-    """An operator as one replica of the chart's Deployment runs it: peered, its priority from `VIGIL_POD_NAME`.
-
-    `start_operator` gives its process a fixed environment; this one adds the pod name the downward API sets.
-    """
-    liveness, metrics_port = ports.free_ports(2)
-    marker_key, marker_value = "VIGIL_TEST_OPERATOR", str(state_dir / pod_name)
-    argv = [
-        sys.executable, "-m", "vigil_operator", "--state-dir", str(state_dir / pod_name),
-        "--resync-seconds", str(RESYNC_SECONDS), "--events-topic", "",
-        "--liveness", f"http://127.0.0.1:{liveness}/healthz", "--namespace", "vigil-system",
-        "--metrics-bind", "127.0.0.1", "--metrics-port", str(metrics_port), "--no-webhook",
-        "--peering", peering, "--priority-from-pod-name",
-    ]  # fmt: skip
-    log = state_dir / f"{pod_name}.log"
-    process = procs.start(
-        pod_name,
-        argv,
-        pid_file=state_dir / f"{pod_name}.pid",
-        marker=f"{marker_key}={marker_value}",
-        log_file=log,
-        env={"PATH": "/usr/bin:/bin", "KUBECONFIG": str(kubeconfig), marker_key: marker_value, POD_NAME_ENV: pod_name},
-    )
-    running = RunningOperator(process, pod_name, log, liveness, 0, metrics_port)
-    wait_for(running.alive, lambda up: up, timeout=60, what=f"{pod_name} liveness endpoint (log: {log})", interval=0.2)
-    return running
+    """An operator as one replica of the chart's Deployment runs it: peered, its priority from `VIGIL_POD_NAME`."""
+    return start_operator(
+        kubeconfig, state_dir, name=pod_name, resync_seconds=RESYNC_SECONDS, standalone=False, webhook=False,
+        args=["--peering", peering, "--priority-from-pod-name"], env={POD_NAME_ENV: pod_name},
+    )  # fmt: skip
 
 
 def resyncs(replica: RunningOperator) -> float:

@@ -4,7 +4,7 @@ import json
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,8 +77,10 @@ def start_operator(
     standalone: bool = True,
     webhook: bool = True,
     args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> RunningOperator:
-    """Start an operator (managed webhook on a free loopback port) and wait until kopf's liveness answers."""
+    """Start an operator (managed webhook on a free loopback port) and wait until kopf's liveness answers.
+    `env`: more of the process environment (e.g. what the downward API sets in a pod)."""
     liveness, webhook_port, metrics_port = ports.free_ports(3)
     marker_key, marker_value = "VIGIL_TEST_OPERATOR", str(state_dir / name)
     argv = [
@@ -100,7 +102,7 @@ def start_operator(
         pid_file=state_dir / f"{name}.pid",
         marker=f"{marker_key}={marker_value}",
         log_file=log,
-        env={"PATH": "/usr/bin:/bin", "KUBECONFIG": str(kubeconfig), marker_key: marker_value},
+        env={"PATH": "/usr/bin:/bin", "KUBECONFIG": str(kubeconfig), **(env or {}), marker_key: marker_value},
     )
     running = RunningOperator(process, name, log, liveness, webhook_port, metrics_port)
     wait_for(running.alive, lambda up: up, timeout=60, what=f"{name} liveness endpoint (log: {log})", interval=0.2)
