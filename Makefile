@@ -31,7 +31,7 @@ $(BIN)/vigil: pyproject.toml
 stack-deps: $(BIN)/vigil
 	@scripts/timed "kafka broker jars (maven)" $(BIN)/python -m vigil_dev.kafka.install
 	@scripts/timed "kubernetes binaries (go build, cached)" $(BIN)/python -m vigil_dev.kube.build
-	@scripts/timed "spark kafka connector jars (maven)" $(BIN)/python -m vigil_dev.spark.install
+	@scripts/timed "spark jars: kafka connector (maven), byte readers (javac)" $(BIN)/python -m vigil_dev.spark.install
 
 setup: $(BIN)/vigil stack-deps
 

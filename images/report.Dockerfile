@@ -1,12 +1,13 @@
-# The report job: the `report` extra (pyspark), a Java runtime for Spark, and Spark's Kafka source jars resolved
-# at build time by the same Maven pom `make setup` uses — never at job time. Local Spark in one pod by default
+# The report job: the `report` extra (pyspark), a Java runtime for Spark, Spark's Kafka source jars resolved
+# at build time by the same Maven pom `make setup` uses — never at job time — and vigil's byte readers for the SQL
+# decoder, compiled there too (the build stage has a JDK; the final one only a JRE). Local Spark in one pod by default
 # (`--master local[*]`); any master when given. Build from the repository root:
-#   docker build -f images/report.Dockerfile -t vigil-report:0.1.0 .
+#   docker build -f images/report.Dockerfile -t vigil-report:0.2.0 .
 ARG PYTHON=python:3.11.7-slim-bookworm
 
 FROM ${PYTHON} AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless maven \
+ && apt-get install -y --no-install-recommends openjdk-17-jdk-headless maven \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml README.md ./

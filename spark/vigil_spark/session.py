@@ -3,13 +3,15 @@
 Jars are files resolved at setup (`python -m vigil_dev.spark.install`), never Maven coordinates: a job that
 resolves packages at start needs network access and a writable Ivy cache in every image. ANSI mode stays on
 (the Spark 4 default): the SQL decoders are written not to trip it, and a silent null is worse than a loud
-error everywhere else.
+error everywhere else. vigil's byte readers (a jar in the same directory) are registered as SQL functions here.
 """
 
 import os
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+
+from vigil_spark.decode import sql
 
 JARS_ENV = "VIGIL_SPARK_JARS"
 APP_NAME = "vigil-report"
@@ -59,4 +61,5 @@ def build(
         builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    sql.register_jvm_readers(spark)  # without their jar the decoder reads integers in pure SQL (slower)
     return spark

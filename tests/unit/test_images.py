@@ -45,9 +45,11 @@ def test_the_image_runs_a_real_subcommand_as_non_root_from_a_pinned_base(name: s
 def test_the_report_image_resolves_its_jars_at_build_time_with_the_setup_pom() -> None:
     text = dockerfile("report")
     assert "python -m vigil_dev.spark.install" in text  # the same resolver and pom as `make setup`
+    build_stage, final_stage = text.rsplit("\nFROM ", 1)
+    assert "openjdk-17-jdk-headless" in build_stage  # javac compiles the byte readers there
+    assert "jdk" not in final_stage.replace("openjdk-17-jre-headless", "")  # the job itself needs only a JRE
     assert text.count("ENV ") >= 2
     assert all("VIGIL_CACHE=/opt/vigil/cache" in line for line in text.splitlines() if line.startswith("ENV VIGIL_"))
-    final_stage = text.rsplit("\nFROM ", 1)[1]
     assert "VIGIL_CACHE=/opt/vigil/cache" in final_stage  # the job finds the baked jars, never Maven
 
 

@@ -1,4 +1,5 @@
-"""The Spark SQL OffsetCommit decoder agrees with the pure-Python one, record for record, under ANSI mode.
+"""The Spark SQL OffsetCommit decoder agrees with the pure-Python one, record for record, under ANSI mode,
+with either set of integer readers (vigil's JVM byte readers and the pure-SQL `conv` fallback).
 
 Records come from the test-only encoder of test_offsets_decoders.py (written from Kafka's JSON schemas, not
 from either decoder). Spark costs ~0.1-1 s per query, so each hypothesis example is a whole batch of records
@@ -56,8 +57,22 @@ SETTINGS = settings(
     max_examples=4,
     deadline=None,
     phases=[Phase.explicit, Phase.reuse, Phase.generate],  # shrinking a 300-record batch takes many minutes
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+        HealthCheck.function_scoped_fixture,  # `readers` is a constant per parameter, never state
+    ],
 )
+
+
+@pytest.fixture(params=["jvm", "conv"])
+def readers(request: pytest.FixtureRequest, spark: SparkSession) -> sql.Readers:
+    """Both reader sets; the JVM one fails the test in one line when its jar is not in the session."""
+    if request.param == "jvm":
+        request.getfixturevalue("spark_jvm_readers")
+        return sql.JVM
+    return sql.CONV
 
 
 def frame(spark: SparkSession, records: Sequence[tuple[bytes | None, bytes | None]]) -> DataFrame:
@@ -87,9 +102,11 @@ def expected_row(key: bytes | None, value: bytes | None, offset: int) -> tuple[A
     return (*head, version, None, None, None, None, None, None, False, problem, True, *tail)
 
 
-def assert_agrees(spark: SparkSession, records: Sequence[tuple[bytes | None, bytes | None]]) -> DataFrame:
+def assert_agrees(
+    spark: SparkSession, records: Sequence[tuple[bytes | None, bytes | None]], readers: sql.Readers
+) -> DataFrame:
     """Decode every record in one query; the whole frame must equal the Python decoder's answers."""
-    actual = sql.offset_commits(frame(spark, records))
+    actual = sql.offset_commits(frame(spark, records), readers)
     nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in actual.schema.fields])
     rows = [row for i, (k, v) in enumerate(records) if (row := expected_row(k, v, i)) is not None]
     assertDataFrameEqual(actual, spark.createDataFrame(rows, nullable))
@@ -162,20 +179,22 @@ def test_session_runs_ansi_mode(spark: SparkSession) -> None:
 
 @SETTINGS
 @given(records)
-def test_sql_decoder_equals_python_decoder(spark: SparkSession, batch: list[tuple[bytes, bytes | None]]) -> None:
-    assert_agrees(spark, batch)
+def test_sql_decoder_equals_python_decoder(
+    spark: SparkSession, readers: sql.Readers, batch: list[tuple[bytes, bytes | None]]
+) -> None:
+    assert_agrees(spark, batch, readers)
 
 
 @SETTINGS
 @given(damaged())
 def test_damaged_records_are_flagged_like_python_never_raise(
-    spark: SparkSession, batch: list[tuple[bytes | None, bytes | None]]
+    spark: SparkSession, readers: sql.Readers, batch: list[tuple[bytes | None, bytes | None]]
 ) -> None:
-    actual = assert_agrees(spark, batch)
+    actual = assert_agrees(spark, batch, readers)
     assert actual.where("corrupt").count() > 0
 
 
-def test_hand_checked_vectors(spark: SparkSession) -> None:
+def test_hand_checked_vectors(spark: SparkSession, readers: sql.Readers) -> None:
     """Bytes written out by hand in test_offsets_decoders.py, plus the extremes of every integer field."""
     key = bytes.fromhex("00010001670002743100000005")  # type 1, "g", "t1", partition 5
     extremes = rec.OffsetCommitValue(3, -(2**63), "", 2**63 - 1, leader_epoch=-(2**31))
@@ -188,7 +207,7 @@ def test_hand_checked_vectors(spark: SparkSession) -> None:
         (b"\x00\x01\xff\xff", b""),
         (key, b"\x00"),
     ]
-    rows = assert_agrees(spark, batch).orderBy("log_offset").collect()
+    rows = assert_agrees(spark, batch, readers).orderBy("log_offset").collect()
     assert [r.committed_offset for r in rows[:4]] == [42, 42, -(2**63), 2**62]
     assert [r.problem for r in rows] == [None, None, None, None, None, "key", "value"]
     assert rows[4].tombstone
@@ -198,11 +217,25 @@ def test_hand_checked_vectors(spark: SparkSession) -> None:
 @given(st.lists(st.tuples(other_keys, st.binary(max_size=8) | st.none()), min_size=5, max_size=40), records)
 def test_key_type_splits_the_paths(
     spark: SparkSession,
+    readers: sql.Readers,
     others: list[tuple[bytes | None, bytes | None]],
     commits: list[tuple[bytes | None, bytes | None]],
 ) -> None:
     """Offset commits (types 0/1) go to SQL; every other record, keyless ones included, to the Python path."""
     df = frame(spark, [*commits, *others])
-    assert sql.offset_commits(df).count() == len(commits)
-    rest = sql.non_offset_records(df).select("offset").collect()
+    assert sql.offset_commits(df, readers).count() == len(commits)
+    rest = sql.non_offset_records(df, readers).select("offset").collect()
     assert sorted(r.offset for r in rest) == list(range(len(commits), len(commits) + len(others)))
+
+
+def test_the_session_reads_integers_with_the_jvm_readers(spark_jvm_readers: SparkSession) -> None:
+    """`session.build` registered them, so the decoder picks them unasked; a missing class is a False, not an error."""
+    assert sql.readers_for(spark_jvm_readers) is sql.JVM
+    row = spark_jvm_readers.sql(
+        "SELECT vigil_int16(X'FFFE', 1L) AS a, vigil_int32(X'00FFFFFFFF', 2L) AS b, vigil_int64(X'01', 1L) AS c,"
+        " vigil_uvarint(X'00AC02', 2L) AS d, vigil_uvarint(X'8080808080', 1L) AS e, vigil_int16(X'0001', 0L) AS f"
+    ).first()
+    assert row == Row(a=-2, b=-1, c=None, d=(300 << 3) | 2, e=None, f=None)
+    absent = {"vigil_absent": ("dev.vigil.spark.NoSuchReader", T.IntegerType())}
+    assert sql.register_jvm_readers(spark_jvm_readers, absent) is False
+    assert not spark_jvm_readers.catalog.functionExists("vigil_absent")

@@ -1,9 +1,9 @@
 """The one SparkSession of a test run (a pytest plugin: `pytest_plugins = ["vigil_dev.testing.spark_fixtures"]`).
 
 `spark.jars` is read when the JVM starts, so the session is built with the Kafka source jars whichever test
-asks first: `$VIGIL_SPARK_JARS` when set, else the dev cache (`vigil_dev.spark.install`). If they cannot be
-had, the session starts without them so the decoder tests still run, and `spark_kafka` fails with the one
-line that says why (fixtures never skip).
+asks first: `$VIGIL_SPARK_JARS` when set, else the dev cache (`vigil_dev.spark.install`: the Kafka source and
+vigil's byte readers). If some cannot be had, the session starts without them so the other tests still run,
+and `spark_kafka` / `spark_jvm_readers` fail with the one line that says why (fixtures never skip).
 """
 
 import os
@@ -16,8 +16,10 @@ from pyspark.sql import SparkSession
 from vigil_dev.errors import DevError
 from vigil_dev.spark import install
 from vigil_spark import session
+from vigil_spark.decode import sql
 
 _missing: list[str] = []
+_missing_readers: list[str] = []
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +33,10 @@ def spark() -> Iterator[SparkSession]:
             jars = str(install.ensure_spark_kafka(progress=lambda _: None))
         except DevError as exc:
             _missing.append(str(exc))
+        try:
+            jars = str(install.ensure_readers(progress=lambda _: None).parent)
+        except DevError as exc:
+            _missing_readers.append(str(exc))
     try:
         spark = session.build("local[2]", jars_dir=jars, app_name="vigil-tests", shuffle_partitions=2)
     except session.SessionError as exc:
@@ -44,4 +50,14 @@ def spark_kafka(spark: SparkSession) -> SparkSession:
     """The session, failing the test in one line when Spark's Kafka source is not on its classpath."""
     if _missing:
         pytest.fail(f"Spark's Kafka source is not installed: {_missing[0]}", pytrace=False)
+    return spark
+
+
+@pytest.fixture(scope="session")
+def spark_jvm_readers(spark: SparkSession) -> SparkSession:
+    """The session, failing the test in one line when vigil's byte readers are not registered in it."""
+    if _missing_readers:
+        pytest.fail(f"vigil's Spark byte readers are not built: {_missing_readers[0]}", pytrace=False)
+    if sql.readers_for(spark) is not sql.JVM:
+        pytest.fail("vigil's Spark byte readers are not registered in the session (jar not on its classpath)")
     return spark
