@@ -11,8 +11,10 @@ commit timestamp, tombstones and problems; per group the GroupMetadata records, 
 
 - SQL path: `vigil_spark.decode.sql.offset_commits` (the project's decoder, JVM only) for the commits and
   `vigil_spark.ingest.offsets.other_records` → `group_metadata` (key-type filter, then the Python decoder in a
-  UDF, as the real job does) for generations. Spark start-up (session, then one warm-up run of the same
-  pipeline on a small input) is reported apart from compute (both aggregates collected).
+  UDF, as the real job does) for generations; once per set of integer readers (`--readers`: vigil's JVM byte
+  readers, the pure-SQL `conv` fallback). Compute = executing both queries, both aggregates collected. Apart
+  from it: Spark start-up (the session, then one untimed warm-up run of the same pipeline per reader set, so
+  the JIT has compiled the hot code) and planning (building the query in Python: fixed, whatever the input).
 - Baseline (the stock way): one Python process, pyarrow batches, precompiled `struct.Struct.unpack_from` for
   the common offset commit (everything else, GroupMetadata included, goes to `records.decode_record`).
 
@@ -416,15 +418,20 @@ def finish(commits: dict[GTP, list[int]], generations: dict[str, list[int]]) -> 
 # -- the SQL path -------------------------------------------------------------------------------------------
 
 
-def sql_path(spark: Any, path: Path) -> tuple[Aggregate, float, float]:
-    """Both aggregates through the project's decoders; (aggregate, commits seconds, generations seconds)."""
+def sql_path(spark: Any, path: Path, readers: str) -> tuple[Aggregate, float, float, float]:
+    """Both aggregates through the project's decoders: (aggregate, plan, commits and generations seconds).
+
+    `readers` names the decoder's integer readers (`vigil_spark.decode.sql.Readers`: "jvm" or "conv").
+    """
     from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark is only needed by this path
 
     from vigil_spark.decode import sql  # noqa: PLC0415
     from vigil_spark.ingest import offsets  # noqa: PLC0415
 
-    typed = offsets.with_record_type(spark.read.parquet(str(path)))
-    decoded = sql.offset_commits(typed)
+    chosen = {r.name: r for r in (sql.JVM, sql.CONV)}[readers]
+    started = time.monotonic()
+    typed = sql.with_record_type(spark.read.parquet(str(path)), chosen)
+    decoded = sql.offset_commits(typed, chosen)
     good = F.col("problem").isNull() & ~F.col("tombstone")
     commits = decoded.groupBy("group", "topic", "partition").agg(
         F.count_if(good).alias("commits"),
@@ -433,20 +440,22 @@ def sql_path(spark: Any, path: Path) -> tuple[Aggregate, float, float]:
         F.count_if(F.col("tombstone")).alias("tombstones"),
         F.count_if(F.col("problem").isNotNull()).alias("problems"),
     )
-    gm = offsets.group_metadata(offsets.other_records(typed), "bench").where(~F.col("tombstone"))
+    other = offsets.other_records(typed).persist()  # as `offsets.split` does in the job: one UDF call per record
+    gm = offsets.group_metadata(other, "bench").where(~F.col("tombstone"))
     gens = gm.groupBy("group").agg(
         F.count("*").alias("records"), F.count_distinct("generation").alias("distinct"), F.max("generation")
     )
-    started = time.monotonic()
+    planned = time.monotonic()
     commit_rows = commits.collect()
     middle = time.monotonic()
     gen_rows = gens.collect()
     ended = time.monotonic()
+    other.unpersist()
     aggregate = Aggregate(
         {(r[0], r[1], r[2]): (r[3], r[4], r[5], r[6], r[7]) for r in commit_rows},
         {r[0]: (r[1], r[2], r[3]) for r in gen_rows},
     )
-    return aggregate, middle - started, ended - middle
+    return aggregate, planned - started, middle - planned, ended - middle
 
 
 # -- the run ------------------------------------------------------------------------------------------------
@@ -499,46 +508,56 @@ def _measure(pid: int | None, run: Any) -> tuple[Any, Measured]:
 @dataclass(frozen=True)
 class Result:
     n: int
+    readers: str
     generated_s: float | None
     baseline: Measured
     sql: Measured
+    plan_s: float
     commits_s: float
     generations_s: float
     partitions: int
     groups_with_generations: int
+
+    @property
+    def compute_s(self) -> float:
+        """Executing both queries: what grows with the input (planning is reported with start-up)."""
+        return self.commits_s + self.generations_s
 
 
 def _rate(n: int, seconds: float) -> str:
     return f"{n / seconds / 1e6:.2f} M/s"
 
 
-def report(results: Sequence[Result], start: Measured, warmup: Measured, warmup_n: int) -> None:
-    print(f"\nSpark start-up (not in compute): session {start.wall_s:.1f} s; warm-up run of the same pipeline "
-          f"({warmup_n:,} records) {warmup.wall_s:.1f} s (JVM CPU {warmup.cpu_s:.0f} s)\n")  # fmt: skip
-    print("| records | generated | baseline (CPU) | baseline rate "
-          "| SQL compute: plan + commits + generations (JVM CPU) | SQL rate | SQL / baseline "
-          "| SQL + session start / baseline | load avg (baseline, SQL) |")  # fmt: skip
+def report(results: Sequence[Result], start: Measured, warmups: Mapping[str, Measured], warmup_n: int) -> None:
+    warm = ", ".join(f"{name} {m.wall_s:.1f} s (JVM CPU {m.cpu_s:.0f} s)" for name, m in warmups.items())
+    print(f"\nSpark start-up (not in compute): session {start.wall_s:.1f} s; one warm-up run of the same pipeline "
+          f"({warmup_n:,} records) per reader set: {warm}\n")  # fmt: skip
+    print("| records | readers | baseline (CPU) | baseline rate "
+          "| SQL: plan; compute = commits + generations (JVM CPU) | SQL rate | SQL / baseline "
+          "| SQL + plan + session start / baseline | load avg (baseline, SQL) |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        gen = "cached" if r.generated_s is None else f"{r.generated_s:.0f} s"
         b, q = r.baseline, r.sql
-        print(f"| {r.n:,} | {gen} | {b.wall_s:.1f} s ({b.cpu_s:.1f} s) | {_rate(r.n, b.wall_s)} "
-              f"| {q.wall_s:.1f} s: {q.wall_s - r.commits_s - r.generations_s:.1f} + {r.commits_s:.1f} + "
-              f"{r.generations_s:.1f} ({q.cpu_s:.0f} s) "
-              f"| {_rate(r.n, q.wall_s)} | {b.wall_s / q.wall_s:.2f}× | {b.wall_s / (q.wall_s + start.wall_s):.2f}× "
-              f"| {b.load:.1f}, {q.load:.1f} |")  # fmt: skip
-    small, large = min(results, key=lambda r: r.n), max(results, key=lambda r: r.n)
-    if small.n != large.n:
-
-        def per_record(m: Measured, n: int) -> float:
-            return m.wall_s / n
-
-        print(f"\ntime per record, {large.n:,} vs {small.n:,}: "
-              f"SQL {per_record(large.sql, large.n) / per_record(small.sql, small.n):.2f}×, "
-              f"baseline {per_record(large.baseline, large.n) / per_record(small.baseline, small.n):.2f}×")  # fmt: skip
+        all_in = r.compute_s + r.plan_s + start.wall_s
+        print(f"| {r.n:,} | {r.readers} | {b.wall_s:.1f} s ({b.cpu_s:.1f} s) | {_rate(r.n, b.wall_s)} "
+              f"| {r.plan_s:.1f} s; {r.compute_s:.1f} s = {r.commits_s:.1f} + {r.generations_s:.1f} ({q.cpu_s:.0f} s) "
+              f"| {_rate(r.n, r.compute_s)} | {b.wall_s / r.compute_s:.2f}× "
+              f"| {b.wall_s / all_in:.2f}× | {b.load:.1f}, {q.load:.1f} |")  # fmt: skip
+    for readers in dict.fromkeys(r.readers for r in results):
+        mine = [r for r in results if r.readers == readers]
+        small, large = min(mine, key=lambda r: r.n), max(mine, key=lambda r: r.n)
+        if small.n == large.n:
+            continue
+        marginal = (large.compute_s - small.compute_s) / (large.n - small.n)
+        print(f"\ntime per record, {large.n:,} vs {small.n:,} ({readers}): "
+              f"SQL {large.compute_s / large.n / (small.compute_s / small.n):.2f}×, "
+              f"baseline {large.baseline.wall_s / large.n / (small.baseline.wall_s / small.n):.2f}×; "
+              f"SQL marginal {marginal * 1e6:.2f} µs per record ({1 / marginal / 1e6:.2f} M/s) against "
+              f"{small.compute_s / small.n * 1e6:.2f} µs at {small.n:,}")  # fmt: skip
     for r in results:
-        print(f"# {r.n:,}: aggregates equal ({r.partitions:,} group/topic/partitions, "
-              f"{r.groups_with_generations:,} groups with generations)")  # fmt: skip
+        if r.readers == results[0].readers:
+            print(f"# {r.n:,}: aggregates equal ({r.partitions:,} group/topic/partitions, "
+                  f"{r.groups_with_generations:,} groups with generations)")  # fmt: skip
 
 
 def main() -> None:
@@ -547,7 +566,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--groups", type=int, default=2000, help="consumer groups committing")
     parser.add_argument("--generations", type=int, default=3000, help="GroupMetadata records per input")
-    parser.add_argument("--warmup-records", type=int, default=20_000)
+    parser.add_argument(
+        "--warmup-records",
+        type=int,
+        default=1_000_000,
+        help="one untimed run per reader set first, so the JIT has compiled the hot code",
+    )
+    parser.add_argument(
+        "--readers",
+        nargs="+",
+        choices=["jvm", "conv"],
+        default=["jvm", "conv"],
+        help="the decoder's integer readers: vigil's JVM byte readers, the pure-SQL conv fallback",
+    )
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "vigil" / "bench")
@@ -555,9 +586,11 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's workers must import vigil_spark
 
     inputs = {}
-    for n in [args.warmup_records, *args.records]:
+    for n in dict.fromkeys([args.warmup_records, *args.records]):
         print(f"# input: {n:,} records ...", flush=True)
         inputs[n] = ensure_input(args.cache_dir, n, args.seed, args.groups, args.generations)
+        if inputs[n][1] is not None:
+            print(f"#   generated in {inputs[n][1]:.0f} s (not timed as part of either path)", flush=True)
     baselines = {}
     for n in args.records:
         path = inputs[n][0]
@@ -565,32 +598,39 @@ def main() -> None:
         print(f"# baseline: {n:,} records ...", flush=True)
         baselines[n] = _measure(os.getpid(), functools.partial(baseline, path))
 
-    from vigil_spark import session  # noqa: PLC0415 - Spark is only needed by this path
+    from vigil_dev.spark import install  # noqa: PLC0415 - Spark is only needed by this path
+    from vigil_spark import session  # noqa: PLC0415
 
     print("# Spark: session and warm-up ...", flush=True)
+    jars = install.ensure_readers(progress=lambda line: print(f"# {line}", flush=True)).parent
     build = functools.partial(
-        session.build, args.master, app_name="vigil-bench-decode", driver_memory=args.driver_memory
+        session.build, args.master, jars_dir=jars, app_name="vigil-bench-decode", driver_memory=args.driver_memory
     )
     spark, start = _measure(None, build)
     jvm = _jvm_pid()
     try:
-        _, warmup = _measure(jvm, functools.partial(sql_path, spark, inputs[args.warmup_records][0]))
+        warmups = {}
+        for readers in args.readers:
+            run = functools.partial(sql_path, spark, inputs[args.warmup_records][0], readers)
+            warmups[readers] = _measure(jvm, run)[1]
         results = []
         for n in args.records:
             path = inputs[n][0]
-            _warm_page_cache(path)
-            print(f"# SQL path: {n:,} records ...", flush=True)
-            (aggregate, commits_s, generations_s), measured = _measure(jvm, functools.partial(sql_path, spark, path))
-            expected, base = baselines[n]
-            differences = aggregate.differences(expected)
-            if differences:
-                raise SystemExit(f"{n:,} records: the SQL path and the baseline disagree ({len(differences)} "
-                                 "keys):\n  " + "\n  ".join(differences[:20]))  # fmt: skip
-            results.append(Result(n, inputs[n][1], base, measured, commits_s, generations_s,
-                                  len(expected.commits), len(expected.generations)))  # fmt: skip
+            for readers in args.readers:
+                _warm_page_cache(path)
+                print(f"# SQL path ({readers} readers): {n:,} records ...", flush=True)
+                run = functools.partial(sql_path, spark, path, readers)
+                (aggregate, plan_s, commits_s, generations_s), measured = _measure(jvm, run)
+                expected, base = baselines[n]
+                differences = aggregate.differences(expected)
+                if differences:
+                    raise SystemExit(f"{n:,} records ({readers}): the SQL path and the baseline disagree "
+                                     f"({len(differences)} keys):\n  " + "\n  ".join(differences[:20]))  # fmt: skip
+                results.append(Result(n, readers, inputs[n][1], base, measured, plan_s, commits_s, generations_s,
+                                      len(expected.commits), len(expected.generations)))  # fmt: skip
     finally:
         spark.stop()
-    report(results, start, warmup, args.warmup_records)
+    report(results, start, warmups, args.warmup_records)
 
 
 if __name__ == "__main__":
