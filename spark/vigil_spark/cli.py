@@ -213,15 +213,15 @@ def default_jars(env: Mapping[str, str]) -> str | None:
     return str(cached) if any(cached.glob("*.jar")) else None
 
 
-def _quiet_jvm_args() -> str:
-    """spark-submit arguments for the driver JVM pyspark starts: log4j at ERROR while it starts (Spark's default
+def _quiet_jvm_options() -> list[str]:
+    """Driver JVM options for the session this run starts: log4j at ERROR while it starts (Spark's default
     profile prints its banner and a few WARN lines on every start, noise for a CronJob's log)."""
     config = Path(tempfile.gettempdir()) / f"vigil-report-log4j2-{os.getuid()}.properties"
     try:
         config.write_text(_QUIET_LOG4J)
     except OSError:
-        return "pyspark-shell"  # pyspark's default: Spark's own logging, nothing lost but quiet
-    return f'--driver-java-options "-Dlog4j2.configurationFile=file:{config}" pyspark-shell'
+        return []  # Spark's own logging: nothing lost but quiet
+    return [f"-Dlog4j2.configurationFile=file:{config}"]
 
 
 def _master(args: argparse.Namespace, env: Mapping[str, str]) -> str:
@@ -250,9 +250,8 @@ def _start_spark(args: argparse.Namespace, env: Mapping[str, str]) -> tuple["Spa
         os.environ[PYTHON_ENV] = sys.executable
     started = time.monotonic()
     existing = SparkSession.getActiveSession()
-    if existing is None and not under_submit and not args.verbose and not env.get(SUBMIT_ARGS_ENV):
-        os.environ[SUBMIT_ARGS_ENV] = _quiet_jvm_args()
-    spark = session.build(master, jars_dir=jars)
+    quiet = existing is None and not under_submit and not args.verbose and not env.get(SUBMIT_ARGS_ENV)
+    spark = session.build(master, jars_dir=jars, java_options=_quiet_jvm_options() if quiet else ())
     if existing is None and not args.verbose:
         spark.sparkContext.setLogLevel("OFF")  # failures are reported as one line; --verbose shows Spark's log
     say(f"spark {spark.version} on {master} started in {time.monotonic() - started:.1f}s")
