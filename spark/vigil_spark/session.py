@@ -17,7 +17,7 @@ from vigil_spark.decode import sql
 JARS_ENV = "VIGIL_SPARK_JARS"
 APP_NAME = "vigil-report"
 #: JVM options of a local session's driver, which runs every task: the throughput collector rather than G1 (the
-#: decode benchmark's 10M records: compute 6.0 s instead of 7.9 s, bench/RESULTS.md).
+#: decode benchmark's 10M records: compute 5.5 s instead of 8.1 s, bench/RESULTS.md).
 LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
 
 
