@@ -13,10 +13,14 @@ commit timestamp, tombstones and problems; per group the GroupMetadata records, 
   `vigil_spark.ingest.offsets.other_records` → `group_metadata` (key-type filter, then the Python decoder in a
   UDF, as the real job does) for generations; once per set of integer readers (`--readers`: vigil's JVM byte
   readers, the pure-SQL `conv` fallback). Compute = executing both queries, both aggregates collected. Apart
-  from it: Spark start-up (the session, then one untimed warm-up run of the same pipeline per reader set, so
+  from it: Spark start-up (the session, then untimed warm-up runs of the same pipeline per reader set, so
   the JIT has compiled the hot code) and planning (building the query in Python: fixed, whatever the input).
 - Baseline (the stock way): one Python process, pyarrow batches, precompiled `struct.Struct.unpack_from` for
   the common offset commit (everything else, GroupMetadata included, goes to `records.decode_record`).
+
+Also measured, after the warm-up: what a run costs whatever its input — a trivial Spark action, and the same
+pipeline on 0 records — against the largest fixed cost that would keep the time per record at the large N within
+±15 % of the small N, given the measured marginal cost per record.
 
 The run fails loudly if the two aggregates differ. Besides wall time it prints CPU seconds (this process for the
 baseline, Spark's JVM for the SQL path) and the load average: on a shared machine the CPU figures are the steadier.
@@ -214,6 +218,8 @@ def _generation(rng: random.Random, g: _Group, now: int) -> rec.GroupMetadataVal
 def plan(n: int, seed: int, groups: int, generations: int) -> Iterator[Planned]:
     """`n` records as a busy cluster writes them: commit rounds (every partition of one group, one timestamp),
     a GroupMetadata record before the round every `n // (generations + 1)` records, now and then a tombstone."""
+    if n <= 0:
+        return  # an empty input: the SQL path's fixed cost per run
     rng = random.Random(seed)
     world = _world(rng, groups)
     every = n // (generations + 1) if generations else n + 1
@@ -524,13 +530,56 @@ class Result:
         return self.commits_s + self.generations_s
 
 
+@dataclass(frozen=True)
+class FixedCost:
+    """What a run costs whatever its input: the floor under the SQL path's time per record at small N."""
+
+    trivial_action_s: float  # median of a warm `spark.range(1).count()`: any Spark action's least cost
+    empty_run_s: dict[str, float]  # readers -> median compute of the same pipeline on 0 records
+
+
+def _median(xs: Sequence[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+def fixed_costs(spark: Any, empty: Path, readers: Sequence[str], repeats: int = 5) -> FixedCost:
+    """Time a trivial action and the pipeline on an empty input, `repeats` times each (after the warm-up)."""
+    trivial = []
+    for _ in range(repeats):
+        started = time.monotonic()
+        spark.range(1).count()
+        trivial.append(time.monotonic() - started)
+    runs: dict[str, float] = {}
+    for name in readers:
+        computes = []
+        for _ in range(repeats):
+            aggregate, _plan, commits_s, generations_s = sql_path(spark, empty, name)
+            if aggregate.commits or aggregate.generations:
+                raise SystemExit(f"0 records ({name}): the SQL path found something in an empty input")
+            computes.append(commits_s + generations_s)
+        runs[name] = _median(computes)
+    return FixedCost(_median(trivial), runs)
+
+
+def allowed_fixed_s(marginal_s: float, small_n: int, large_n: int, tolerance: float = 0.15) -> float:
+    """The largest per-run fixed cost F for which time per record at `large_n` stays within `tolerance` of
+    `small_n`, given a marginal cost per record: (F/large + m) / (F/small + m) >= 1 - tolerance."""
+    return tolerance * marginal_s / ((1 - tolerance) / small_n - 1 / large_n)
+
+
 def _rate(n: int, seconds: float) -> str:
     return f"{n / seconds / 1e6:.2f} M/s"
 
 
-def report(results: Sequence[Result], start: Measured, warmups: Mapping[str, Measured], warmup_n: int) -> None:
-    warm = ", ".join(f"{name} {m.wall_s:.1f} s (JVM CPU {m.cpu_s:.0f} s)" for name, m in warmups.items())
-    print(f"\nSpark start-up (not in compute): session {start.wall_s:.1f} s; one warm-up run of the same pipeline "
+def report(
+    results: Sequence[Result],
+    start: Measured,
+    warmups: Mapping[str, Sequence[Measured]],
+    warmup_n: int,
+    fixed: FixedCost,
+) -> None:
+    warm = "; ".join(f"{name} " + ", ".join(f"{m.wall_s:.1f}" for m in runs) + " s" for name, runs in warmups.items())
+    print(f"\nSpark start-up (not in compute): session {start.wall_s:.1f} s; warm-up runs of the same pipeline "
           f"({warmup_n:,} records) per reader set: {warm}\n")  # fmt: skip
     print("| records | readers | baseline (CPU) | baseline rate "
           "| SQL: plan; compute = commits + generations (JVM CPU) | SQL rate | SQL / baseline "
@@ -554,23 +603,42 @@ def report(results: Sequence[Result], start: Measured, warmups: Mapping[str, Mea
               f"baseline {large.baseline.wall_s / large.n / (small.baseline.wall_s / small.n):.2f}×; "
               f"SQL marginal {marginal * 1e6:.2f} µs per record ({1 / marginal / 1e6:.2f} M/s) against "
               f"{small.compute_s / small.n * 1e6:.2f} µs at {small.n:,}")  # fmt: skip
+        empty = fixed.empty_run_s[readers]
+        net = (large.compute_s - empty) / large.n / ((small.compute_s - empty) / small.n)
+        print(f"fixed cost per run ({readers}): the same pipeline on 0 records {empty * 1e3:.0f} ms, one trivial "
+              f"Spark action {fixed.trivial_action_s * 1e3:.0f} ms; ±15 % at these sizes allows at most "
+              f"{allowed_fixed_s(marginal, small.n, large.n) * 1e3:.0f} ms at that marginal cost; time per record "
+              f"net of the 0-record run: {net:.2f}×")  # fmt: skip
     for r in results:
         if r.readers == results[0].readers:
             print(f"# {r.n:,}: aggregates equal ({r.partitions:,} group/topic/partitions, "
                   f"{r.groups_with_generations:,} groups with generations)")  # fmt: skip
 
 
-def main() -> None:
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of records, got {text}")
+    return n
+
+
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--records", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--records", type=_positive, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--groups", type=int, default=2000, help="consumer groups committing")
     parser.add_argument("--generations", type=int, default=3000, help="GroupMetadata records per input")
     parser.add_argument(
         "--warmup-records",
-        type=int,
+        type=_positive,
         default=1_000_000,
-        help="one untimed run per reader set first, so the JIT has compiled the hot code",
+        help="the input of the untimed warm-up runs (per reader set), so the JIT has compiled the hot code",
+    )
+    parser.add_argument(
+        "--warmup-runs",
+        type=_positive,
+        default=4,
+        help="warm-up runs per reader set (the time per run settles after about four on the 1M input)",
     )
     parser.add_argument(
         "--readers",
@@ -582,11 +650,15 @@ def main() -> None:
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "vigil" / "bench")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's workers must import vigil_spark
 
     inputs = {}
-    for n in dict.fromkeys([args.warmup_records, *args.records]):
+    for n in dict.fromkeys([0, args.warmup_records, *args.records]):
         print(f"# input: {n:,} records ...", flush=True)
         inputs[n] = ensure_input(args.cache_dir, n, args.seed, args.groups, args.generations)
         if inputs[n][1] is not None:
@@ -612,7 +684,9 @@ def main() -> None:
         warmups = {}
         for readers in args.readers:
             run = functools.partial(sql_path, spark, inputs[args.warmup_records][0], readers)
-            warmups[readers] = _measure(jvm, run)[1]
+            warmups[readers] = [_measure(jvm, run)[1] for _ in range(args.warmup_runs)]
+        print("# fixed cost per run: a trivial action, the pipeline on 0 records ...", flush=True)
+        fixed = fixed_costs(spark, inputs[0][0], args.readers)
         results = []
         for n in args.records:
             path = inputs[n][0]
@@ -630,7 +704,7 @@ def main() -> None:
                                       len(expected.commits), len(expected.generations)))  # fmt: skip
     finally:
         spark.stop()
-    report(results, start, warmups, args.warmup_records)
+    report(results, start, warmups, args.warmup_records, fixed)
 
 
 if __name__ == "__main__":

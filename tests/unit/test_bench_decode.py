@@ -13,6 +13,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from vigil_spark.decode import records as rec
 
@@ -179,3 +181,26 @@ def test_the_baseline_counts_what_the_sql_path_counts_as_problems() -> None:
     assert _baseline(rows) == bench.Aggregate(
         {("g", "t", 0): (2, 42, 2000, 1, 2), (None, None, None): (0, None, None, 0, 1)}, {}
     )
+
+
+def test_an_empty_input_has_no_records() -> None:
+    """The bench times the pipeline on 0 records (its fixed cost per run): the generator must stop at once."""
+    assert list(bench.plan(0, seed=1, groups=5, generations=3)) == []
+
+
+@given(
+    marginal=st.floats(min_value=1e-9, max_value=1e-5),
+    small=st.integers(min_value=1, max_value=10**7),
+    times=st.integers(min_value=2, max_value=100),
+)
+def test_the_allowed_fixed_cost_puts_time_per_record_at_the_tolerance(marginal: float, small: int, times: int) -> None:
+    """At exactly the allowed fixed cost the large run's time per record is 0.85× the small run's; above it, less."""
+    large = small * times
+    allowed = bench.allowed_fixed_s(marginal, small, large)
+
+    def ratio(fixed: float) -> float:
+        return ((fixed + marginal * large) / large) / ((fixed + marginal * small) / small)
+
+    assert allowed > 0
+    assert ratio(allowed) == pytest.approx(0.85, rel=1e-9)
+    assert ratio(allowed * 1.1) < 0.85 < ratio(allowed * 0.9)
