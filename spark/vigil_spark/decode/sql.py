@@ -1,7 +1,7 @@
 """OffsetCommit records of `__consumer_offsets` decoded with Spark SQL byte functions (no Python UDF).
 
-Offset commits are the bulk of the topic, so they stay in the JVM, never in Python workers (10M records: 1.80 M/s
-with the JVM readers below, 2.6× a single-process `struct` decoder; bench/RESULTS.md). Lengths, positions, checks
+Offset commits are the bulk of the topic, so they stay in the JVM, never in Python workers (10M records: 1.5–1.8 M/s
+with the JVM readers below, 2.1–2.6× a single-process `struct` decoder; bench/RESULTS.md). Lengths, positions, checks
 and strings are SQL (`substring`, `length`, `make_valid_utf8`); integers come from one of two sets of `Readers`:
 
 - `JVM`: vigil's byte readers (`vigil_spark/jvm/KafkaBytes.java`, registered as `vigil_int16` … by
