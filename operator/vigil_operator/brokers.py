@@ -23,6 +23,13 @@ from vigil_operator.domain.reconcile import GroupFacts, Unreachable
 
 log = logging.getLogger(__name__)
 LIMITS_TTL = 600.0
+DOWN_HOLD_SECONDS = 10.0
+"""After connecting to a cluster failed, its groups' resyncs within this long report that failure without trying
+again: N groups on a cluster that is down cost one connect timeout per hold, not N queued on its one worker."""
+
+
+class _StillDownError(ConnectionError):
+    """Connecting to the cluster failed less than DOWN_HOLD_SECONDS ago (the message is that failure's)."""
 
 
 @dataclass
@@ -36,6 +43,8 @@ class _Cluster:
     limits_at: float = 0.0
     requests: int = 0
     """Broker requests sent by this operator to the cluster (counted per vigil call; for the benchmark)."""
+    down: tuple[float, str] | None = None
+    """When connecting last failed (monotonic) and why; None once a client is connected."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -55,11 +64,13 @@ class Brokers:
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(cluster.worker, self._observe, cluster, group_id)
+        except _StillDownError as exc:
+            return _unreachable(connection, str(exc))
         except (GroupClientError, KafkaException, StopIteration, RuntimeError, OSError) as exc:
             # start over next time: a client that lived through an outage may keep failing after the broker
             # is back (seen with librdkafka's admin client after a broker restart)
             await loop.run_in_executor(cluster.worker, self._reset, cluster)
-            return Unreachable("BrokerUnreachable", f"Kafka at {connection.bootstrap_servers}: {_one_line(exc)}")
+            return _unreachable(connection, _one_line(exc))
 
     @staticmethod
     def _reset(cluster: _Cluster) -> None:
@@ -145,7 +156,7 @@ class Brokers:
         return sum(c.requests for c in self._clusters.values())
 
     def _observe(self, cluster: _Cluster, group_id: str) -> GroupFacts:
-        client = _client(cluster)
+        client = _client(cluster)  # raises _StillDownError within the hold of a failed connect
         if cluster.cluster_id is None:
             cluster.cluster_id = client.cluster_id()
             cluster.requests += 1
@@ -170,8 +181,20 @@ class Brokers:
 def _client(cluster: _Cluster) -> GroupClient:
     """The cluster's client, made at first use on its worker thread (it connects, blocking)."""
     if cluster.client is None:
-        cluster.client = GroupClient(cluster.connection, client_id="vigil-operator", max_attempts=3)
+        if cluster.down is not None and time.monotonic() - cluster.down[0] < DOWN_HOLD_SECONDS:
+            raise _StillDownError(cluster.down[1])
+        try:
+            cluster.client = GroupClient(cluster.connection, client_id="vigil-operator", max_attempts=3)
+        except OSError as exc:  # no broker answered (GroupWire's ConnectionError)
+            cluster.down = (time.monotonic(), _one_line(exc))
+            raise
+        cluster.down = None
     return cluster.client
+
+
+def _unreachable(connection: KafkaConnection, why: str) -> Unreachable:
+    servers = connection.bootstrap_servers
+    return Unreachable("BrokerUnreachable", f"Kafka at {servers}: {why.removeprefix(f'{servers}: ')}")
 
 
 def _one_line(exc: BaseException) -> str:

@@ -5,6 +5,7 @@ every ConsumerGroup (claims, the webhook's lookup), the pods naming a group, the
 a resync makes no list call and the webhook none at all.
 """
 
+import asyncio
 import copy
 import logging
 import os
@@ -20,7 +21,7 @@ from vigil_operator.domain import claims, injection, pods
 from vigil_operator.domain.reconcile import Notice, PodFacts
 from vigil_operator.domain.spec import API_GROUP, PLURAL, VERSION
 from vigil_operator.k8s.api import KubeApi
-from vigil_operator.runtime import Runtime
+from vigil_operator.runtime import Runtime, SyncStoppedError
 from vigil_operator.settings import ENV_PREFIX, OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.connect_timeout = 30
     settings.posting.level = logging.ERROR  # our own Events say what matters; kopf's log lines stay in the log
     settings.execution.max_workers = 8
+    settings.background.instant_exit_timeout = 2.0  # a stopped timer's resync gives way at once (`_sync`): wait for it
     if SETTINGS.webhook:
         settings.admission.server = webhook_server.server(SETTINGS)
         if SETTINGS.webhook_managed:
@@ -121,7 +123,8 @@ def kubelets(*, status: kopf.Status, **_: Any) -> dict[str, str]:
 @kopf.on.update(*CR, field="spec")
 @kopf.timer(*CR, interval=SETTINGS.resync_seconds, initial_delay=SETTINGS.resync_seconds)
 async def resync(*, body: kopf.Body, memo: Any, namespace: str | None, name: str, **kwargs: Any) -> None:
-    await _sync(memo["runtime"], body, (namespace or "", name), kwargs["group_pods"], kwargs["consumergroups"])
+    await _sync(memo["runtime"], body, (namespace or "", name), kwargs["group_pods"], kwargs["consumergroups"],
+                stopped=kwargs.get("stopped"))  # fmt: skip
 
 
 @kopf.on.event("pods", annotations={injection.GROUP_ANNOTATION: kopf.PRESENT})
@@ -150,16 +153,28 @@ def _may_have_departed(event: str | None, pod: PodFacts, now: datetime) -> bool:
 
 async def _sync(
     runtime: Runtime, body: Mapping[str, Any], key: tuple[str, str], group_pods: kopf.Index[tuple[str, str], PodFacts],
-    consumergroups: kopf.Index[tuple[str, str], Record],
+    consumergroups: kopf.Index[tuple[str, str], Record], *, stopped: Any = None,
 ) -> None:  # fmt: skip
-    """One resync of the group `key` with the pods and the other groups' claims from the indexes."""
+    """One resync of the group `key` with the pods and the other groups' claims from the indexes.
+
+    `stopped`: a timer's stop flag. kopf sets it when the CR is being deleted or the operator pauses or exits, and
+    re-checks a timer still running only after its cancellation polling (a minute): so the resync gives way to it
+    while it waits (its turn, a secret, a broker that does not answer), and the deletion is not held up."""
     mine: list[PodFacts] = list(group_pods.get(key, []))
     others = [r.claim for k, store in consumergroups.items() if k != key for r in store]
 
     def post(notice: Notice) -> None:
         kopf.event(cast(kopf.Body, body), type=notice.type, reason=notice.reason, message=notice.message)
 
-    await runtime.sync(body, mine, others, post)
+    stop = None if stopped is None else asyncio.ensure_future(stopped.wait())
+    try:
+        await runtime.sync(body, mine, others, post, stop)
+    except SyncStoppedError:
+        reason = getattr(stopped.reason, "name", None) or str(stopped.reason)
+        log.info("resync of %s/%s stopped before it acted: %s", *key, reason.lower().replace("_", " "))
+    finally:
+        if stop is not None:
+            stop.cancel()
 
 
 # -- liveness probe extras: `GET <liveness URL>` shows them next to kopf's own "ok" -----------------------------

@@ -8,10 +8,10 @@ into kopf (which would retry with backoff and log a traceback for what is a user
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -40,6 +40,27 @@ log = logging.getLogger(__name__)
 Post = Callable[[Notice], None]
 RESUBSCRIBE_HOLD_SECONDS = 30.0
 """The longest the deliberate rebalance waits for the removed member (it is back within a heartbeat interval)."""
+Stop = asyncio.Future[Any]
+"""Done when the resync should give way: kopf's stop flag of a timer (the CR is being deleted, or the operator
+pauses or exits)."""
+T = TypeVar("T")
+
+
+class SyncStoppedError(Exception):
+    """The resync gave way to its stop before it acted or wrote anything."""
+
+
+async def _unless_stopped(stop: Stop | None, work: Awaitable[T]) -> T:
+    """`work`, unless `stop` is done first: then `work` is cancelled and SyncStoppedError raised. Only the waits before
+    a resync acts (its lock, the secret, the broker) are raced: once it acts or writes, it finishes."""
+    if stop is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        return task.result()
+    task.cancel()
+    raise SyncStoppedError
 
 
 @dataclass
@@ -53,13 +74,13 @@ class Runtime:
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _budgets: dict[str, tuple[int, str]] = field(default_factory=dict)
     _sightings: dict[str, dict[str, departures.Sighting]] = field(default_factory=dict)
+    """Per CR uid: when each member was first seen and the pod it belongs to (domain.departures)."""
     _crash_removed: dict[str, dict[str, datetime]] = field(default_factory=dict)
+    """Per CR uid: instance id → when its crash-looping member was last removed."""
     _suspects: dict[str, dict[str, node_loss.Suspect]] = field(default_factory=dict)
+    """Per CR uid: members on a lost node being watched for progress (domain.node_loss)."""
     _noted: dict[str, str] = field(default_factory=dict)
     """The last problem logged per source: each is logged once until it changes."""
-    """Per CR uid: members on a lost node being watched for progress (domain.node_loss)."""
-    """Per CR uid: instance id → when its crash-looping member was last removed."""
-    """Per CR uid: when each member was first seen and the pod it belongs to (domain.departures)."""
     syncs: int = 0
     rollouts: Rollouts = field(default_factory=Rollouts)
     departures_removed: int = 0
@@ -68,19 +89,25 @@ class Runtime:
     """Removals the eviction budget held back (a crash-looping member while the budget is spent)."""
 
     async def sync(
-        self, body: Mapping[str, Any], pods: Iterable[PodFacts], others: Iterable[claims.Claim], post: Post
-    ) -> ConsumerGroupStatus:
-        """Resync one CR (one at a time per CR: the timer and a spec change may fire together)."""
-        uid = str(body["metadata"]["uid"])
-        async with self._locks.setdefault(uid, asyncio.Lock()):
-            status = await self._sync(body, list(pods), list(others), post)
-            self.syncs += 1
-            self.metrics.resyncs.inc()
-            return status
+        self, body: Mapping[str, Any], pods: Iterable[PodFacts], others: Iterable[claims.Claim], post: Post,
+        stop: Stop | None = None,
+    ) -> ConsumerGroupStatus:  # fmt: skip
+        """Resync one CR (one at a time per CR: the timer and a spec change may fire together). Raises SyncStoppedError
+        when `stop` is done while it still waits to act (for its turn, a secret, the broker)."""
+        lock = self._locks.setdefault(str(body["metadata"]["uid"]), asyncio.Lock())
+        await _unless_stopped(stop, lock.acquire())
+        try:
+            status = await self._sync(body, list(pods), list(others), post, stop)
+        finally:
+            lock.release()
+        self.syncs += 1
+        self.metrics.resyncs.inc()
+        return status
 
     async def _sync(
-        self, body: Mapping[str, Any], pods: list[PodFacts], others: list[claims.Claim], post: Post
-    ) -> ConsumerGroupStatus:
+        self, body: Mapping[str, Any], pods: list[PodFacts], others: list[claims.Claim], post: Post,
+        stop: Stop | None,
+    ) -> ConsumerGroupStatus:  # fmt: skip
         meta = body["metadata"]
         namespace, name, generation = meta["namespace"], meta["name"], int(meta.get("generation") or 0)
         previous = _previous(body)
@@ -90,10 +117,11 @@ class Runtime:
         except SpecError as exc:
             return await self._invalid(body, previous, str(exc), now=now, post=post)
         try:
-            connection = await credentials.connection_for(
-                spec.kafka, namespace, self.kube, self.settings.state_dir / "secrets"
+            connection = await _unless_stopped(
+                stop, credentials.connection_for(spec.kafka, namespace, self.kube, self.settings.state_dir / "secrets")
             )
-            facts: GroupFacts | Unreachable = await self.brokers.observe(connection, spec.group_id)
+            observed = self.brokers.observe(connection, spec.group_id)
+            facts: GroupFacts | Unreachable = await _unless_stopped(stop, observed)
         except KubeError as exc:
             connection, facts = None, Unreachable("SecretMissing", str(exc))
         except (ValueError, ValidationError) as exc:

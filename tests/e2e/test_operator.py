@@ -1,11 +1,15 @@
 """The operator end to end: real apiserver, real fakelet pods running real consumers and injected sidecars,
 real Kafka. One StatefulSet of three consumers serves most assertions (status, injection, stall, restarts)."""
 
+import functools
 import json
+import socket
+import threading
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +30,18 @@ from vigil_dev.testing.e2e import (
     topic_events,
     wait_injecting,
 )
-from vigil_dev.testing.kube_fixtures import Fakelet, Kube, condition, container_pid, process_alive, process_argv
+from vigil_dev.testing.kube_fixtures import (
+    Fakelet,
+    Kube,
+    condition,
+    container_pid,
+    exists,
+    process_alive,
+    process_argv,
+)
 from vigil_dev.testing.operator import RunningOperator, start_operator
 from vigil_dev.testing.waiting import wait_for
+from vigil_operator import brokers
 from vigil_sidecar.budget import ledger
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
@@ -324,6 +337,75 @@ def test_a_missing_secret_and_an_unreachable_broker_are_conditions_not_crashes(
         what="Ready False BrokerUnreachable",
     )
     assert "127.0.0.1:9" in unreachable["message"]
+    assert operator.alive()
+    assert "Traceback" not in operator.log_text()
+
+
+@contextmanager
+def silent_broker() -> Iterator[tuple[str, threading.Event]]:
+    """A loopback port that accepts connections and never answers (a broker hung or behind a black hole): every
+    request to it waits out the timeout. Yields its address and an event set at each connection accepted."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted = threading.Event()
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+            accepted.set()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}", accepted
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+
+
+def test_groups_on_a_silent_cluster_are_reported_at_once_and_deleted_without_waiting_for_a_resync(
+    kube: Kube, operator: RunningOperator, namespace: str
+) -> None:
+    """Three groups on a cluster that accepts connections and never answers. A connect waits out the request
+    timeout (10 s), and one worker per cluster serves its groups in turn: without the operator's hold on a cluster
+    whose connect just failed, each round would take 10 s per group. And kopf stops a timer by a flag, re-checking
+    one still running only after its cancellation polling (a minute): a resync waiting for the broker must give way
+    to the flag, so deleting a group takes seconds."""
+    names = ["silent-a", "silent-b", "silent-c"]
+    with silent_broker() as (bootstrap, accepted):
+        started = time.monotonic()
+        for name in names:
+            kube.apply(consumer_group(name, clients.unique(name), bootstrap), namespace)
+        for name in names:
+            unreachable = wait_for(
+                functools.partial(lambda n: cond(status_of(kube, namespace, n), "Ready"), name),
+                lambda c: c.get("reason") == "BrokerUnreachable",
+                timeout=60,
+                what=f"{name}: Ready False BrokerUnreachable",
+            )
+            assert bootstrap in unreachable["message"]
+        reported = time.monotonic() - started
+        assert reported < 25, f"three groups reported unreachable after {reported:.1f} s (one connect timeout: 10 s)"
+
+        time.sleep(brokers.DOWN_HOLD_SECONDS + 0.5)  # the connect that failed left the cluster on hold
+        accepted.clear()
+        wait_for(accepted.is_set, timeout=30, what="a resync connecting to the silent broker again")
+        time.sleep(3.5)  # every group's timer has fired since (3 s): each resync waits for the broker now
+        deleting = time.monotonic()
+        kube.custom.delete_namespaced_custom_object(*CG[:2], namespace, CG[2], "silent-a")
+        wait_for(
+            lambda: exists(lambda: kube.custom.get_namespaced_custom_object(*CG[:2], namespace, CG[2], "silent-a")),
+            lambda there: not there,
+            timeout=120,
+            what="silent-a deleted",
+        )
+        took = time.monotonic() - deleting
+        assert took < 5, f"deleting took {took:.1f} s"
+        assert "resync of " + namespace + "/silent-a stopped before it acted" in operator.log_text()
+        assert cond(status_of(kube, namespace, "silent-b"), "Ready").get("reason") == "BrokerUnreachable"
     assert operator.alive()
     assert "Traceback" not in operator.log_text()
 

@@ -64,8 +64,10 @@ class GroupWire:
 
     def __init__(self, connection: KafkaConnection, client_id: str = "vigil", request_timeout: float = 10.0) -> None:
         self._timeout_ms = int(request_timeout * 1000)
-        try:
-            self._admin = KafkaAdminClient(**connection.kafka_python_config(), client_id=client_id)
+        try:  # the request timeout bounds the first connection too (kafka-python's own default is 30 s)
+            self._admin = KafkaAdminClient(
+                **connection.kafka_python_config(), client_id=client_id, bootstrap_timeout_ms=self._timeout_ms
+            )
         except _TRANSPORT as exc:
             raise ConnectionError(f"{connection.bootstrap_servers}: no broker answered ({exc})") from exc
 
