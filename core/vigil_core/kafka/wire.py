@@ -20,6 +20,8 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR
 from vigil_core.kafka.security import KafkaConnection
 
+BOOTSTRAP_FLOOR = 5.0
+"""Seconds the first connection may take however short the request timeout (a TLS + SASL handshake far away)."""
 #: The transport-level failures kafka-python raises instead of returning an error code.
 _TRANSPORT = (
     kafka.errors.KafkaConnectionError,
@@ -64,9 +66,12 @@ class GroupWire:
 
     def __init__(self, connection: KafkaConnection, client_id: str = "vigil", request_timeout: float = 10.0) -> None:
         self._timeout_ms = int(request_timeout * 1000)
-        try:  # the request timeout bounds the first connection too (kafka-python's own default is 30 s)
+        # the first connection waits as long as a request, but at least BOOTSTRAP_FLOOR (kafka-python's default is
+        # 30 s: an operator resync queued behind it); a bridge's short request timeout must not abort a slow handshake
+        bootstrap_ms = max(self._timeout_ms, int(BOOTSTRAP_FLOOR * 1000))
+        try:
             self._admin = KafkaAdminClient(
-                **connection.kafka_python_config(), client_id=client_id, bootstrap_timeout_ms=self._timeout_ms
+                **connection.kafka_python_config(), client_id=client_id, bootstrap_timeout_ms=bootstrap_ms
             )
         except _TRANSPORT as exc:
             raise ConnectionError(f"{connection.bootstrap_servers}: no broker answered ({exc})") from exc
