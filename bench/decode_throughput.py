@@ -544,11 +544,7 @@ def _median(xs: Sequence[float]) -> float:
 
 def fixed_costs(spark: Any, empty: Path, readers: Sequence[str], repeats: int = 5) -> FixedCost:
     """Time a trivial action and the pipeline on an empty input, `repeats` times each (after the warm-up)."""
-    trivial = []
-    for _ in range(repeats):
-        started = time.monotonic()
-        spark.range(1).count()
-        trivial.append(time.monotonic() - started)
+    trivial = [_measure(None, spark.range(1).count)[1].wall_s for _ in range(repeats)]
     runs: dict[str, float] = {}
     for name in readers:
         computes = []
