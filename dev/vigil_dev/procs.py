@@ -161,6 +161,14 @@ def _await_exec(pid: int, wrapper: str | None = None, timeout: float = 2.0) -> N
         time.sleep(0.001)
 
 
+def kill_pid(pid: int) -> None:
+    """SIGKILL one process that is not ours by pid file (a container's shim left by a killed node) and reap it."""
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def wait_until(
     check: Callable[[], bool],
     *,

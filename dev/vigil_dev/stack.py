@@ -2,11 +2,14 @@
 
 The env file (`<state>/env`, shell syntax) carries everything a test or a user needs: the `VIGIL_KAFKA_*`
 connection the sidecar itself reads, the broker log directory, the broker jars for Java clients, and for
-Kubernetes the admin `KUBECONFIG`, the fakelet's node and the tool binaries built for this release.
+Kubernetes the admin `KUBECONFIG`, the real node's name and the tool binaries built for this release.
+
+With Kubernetes, Kafka's client listener is on the node IP (pods reach it there, so does the host), so the node's
+network comes up first.
 """
 
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,9 +18,7 @@ from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.kafka.config import Security
 from vigil_dev.kube import controlplane
 from vigil_dev.kube.controlplane import KubeCluster
-
-#: The node `up` registers (its fakelet runs the pods): `fakelet-<NODE>` in `status`.
-NODE = "node-1"
+from vigil_dev.kube.node import host, layout
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ def up(
     security: Security = Security.PLAINTEXT,
     kafka: bool = True,
     kube: bool = True,
+    archives: Sequence[Path] = (),
     progress: Callable[[str], None] = print,
 ) -> Path:
     """Start the stack and write its env file; returns the env file's path. On failure nothing stays up."""
@@ -47,19 +49,30 @@ def up(
     values = {"VIGIL_STATE_DIR": str(state_dir)}
     kafka_part: kafka_cluster.KafkaCluster | None = None
     kube_part: KubeCluster | None = None
+    client_host = "127.0.0.1"
     try:
+        if kube:
+            network = controlplane.network_from_env()
+            host.preflight(network)
+            host.network_up(network)
+            client_host = network.node_ip
         if kafka:
-            kafka_part = kafka_cluster.create(state_dir, brokers=brokers, security=security, progress=progress)
+            kafka_part = kafka_cluster.create(
+                state_dir, brokers=brokers, security=security, client_host=client_host, progress=progress
+            )
             values |= _kafka_env(kafka_part)
         if kube:
-            kube_part = controlplane.create(state_dir, progress=progress)
-            kube_part = kube_part.start_fakelet(NODE)
-            progress(f"kubernetes: node {NODE} ready (fakelet); pod logs in {kube_part.pod_log_dir()}")
+            kube_part = controlplane.create(state_dir, archives=archives, progress=progress)
             values |= _kube_env(kube_part)
     except BaseException:  # also ^C: stop what this call started, never a stack that was already running
-        for part in (kube_part, kafka_part):
-            if part is not None:
-                part.stop()
+        if kube_part is not None:
+            kube_part.stop_node()
+        if kafka_part is not None:
+            kafka_part.stop()
+        if kube_part is not None:
+            kube_part.stop()
+        elif kube:
+            host.network_down()
         raise
     path = env_file(state_dir)
     path.write_text("".join(f"{key}={shlex.quote(value)}\n" for key, value in values.items()))
@@ -80,7 +93,8 @@ def _kube_env(cluster: KubeCluster) -> dict[str, str]:
         "KUBECONFIG": str(cluster.kubeconfig),
         "VIGIL_DEV_KUBE_VERSION": cluster.version,
         "VIGIL_DEV_KUBE_SERVER": cluster.server,
-        "VIGIL_DEV_KUBE_NODE": NODE,
+        "VIGIL_DEV_KUBE_NODE": cluster.node_name,
+        "VIGIL_DEV_NODE_IP": cluster.network.node_ip,
         "VIGIL_DEV_KUBE_PKI_DIR": str(cluster.pki.directory),
         "VIGIL_DEV_KUBE_LOG_DIR": str(cluster.log_dir),
         "VIGIL_DEV_KUBE_POD_LOG_DIR": str(cluster.pod_log_dir()),
@@ -111,7 +125,11 @@ def _kube_part(kube: KubeCluster, name: str) -> PartStatus:
         "etcd": f"http://127.0.0.1:{kube.ports.etcd}",
         "kube-apiserver": f"{kube.server} ({kube.version})",
         "kube-controller-manager": f"https://127.0.0.1:{kube.ports.controller_manager}/healthz",
-    }.get(name, f"node {name.removeprefix('fakelet-')}")
+        "kube-scheduler": f"https://127.0.0.1:{kube.ports.scheduler}/healthz",
+        "containerd": str(kube.node.layout.containerd_socket),
+        "kubelet": f"node {layout.NODE_NAME} at {kube.network.node_ip}:{kube.ports.kubelet}",
+        "kube-proxy": f"services {kube.network.service_cidr}",
+    }[name]
     log = kube.log_dir / name
     return PartStatus(name, pid is not None, f"pid {pid}, {where}" if pid else f"down (logs: {log})")
 
@@ -120,11 +138,13 @@ def down(state_dir: Path) -> list[str]:
     """Stop what `up` started at `state_dir` (by pid); logs and data stay for inspection."""
     stopped: list[str] = []
     kube = KubeCluster.load(state_dir)
-    if kube is not None:
-        stopped += kube.stop()
+    if kube is not None:  # pods first, while the brokers they talk to still answer
+        stopped += kube.stop_node()
     kafka = kafka_cluster.KafkaCluster.load(state_dir)
     if kafka is not None:
         stopped += kafka.stop()
+    if kube is not None:  # then the control plane, and the network Kafka listened on
+        stopped += kube.stop()
     env_file(state_dir).unlink(missing_ok=True)
     return stopped
 

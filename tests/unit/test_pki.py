@@ -37,11 +37,11 @@ def load(path: Path) -> x509.Certificate:
 
 
 def test_control_plane_pki(tmp_path: Path) -> None:
-    files = certs.write_control_plane_pki(tmp_path, "10.0.0.1")
+    files = certs.write_control_plane_pki(tmp_path, "10.77.64.1", "10.77.0.1")
     ca = load(files.ca_cert)
     apiserver = load(files.cert("apiserver")[0])
     assert signed_by(apiserver, ca)
-    assert sans(apiserver) == [*certs.APISERVER_NAMES, "10.0.0.1"]
+    assert sans(apiserver) == [*certs.APISERVER_NAMES, "10.77.64.1", "10.77.0.1"]
     assert usages(apiserver) == [ExtendedKeyUsageOID.SERVER_AUTH]
     admin = load(files.cert("admin")[0])
     assert admin.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value == "system:masters"
@@ -49,13 +49,22 @@ def test_control_plane_pki(tmp_path: Path) -> None:
     kcm = load(files.cert("controller-manager")[0])
     assert kcm.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "system:kube-controller-manager"
     assert signed_by(kcm, ca)
+    # the names the apiserver's RBAC bootstrap and Node authorizer expect of the node's agents
+    kubelet = load(files.cert("kubelet")[0])
+    assert kubelet.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "system:node:node-real"
+    assert kubelet.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value == "system:nodes"
+    proxy = load(files.cert("kube-proxy")[0])
+    assert proxy.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "system:kube-proxy"
+    serving = load(files.cert("kubelet-serving")[0])
+    assert sans(serving) == ["10.77.0.1", "node-real"]
+    assert usages(serving) == [ExtendedKeyUsageOID.SERVER_AUTH]
     assert files.ca_key.stat().st_mode & 0o777 == 0o600
     assert files.sa_key.stat().st_mode & 0o777 == 0o600
     assert b"PUBLIC KEY" in files.sa_pub.read_bytes()
 
 
 def test_webhook_serving_cert_passes_tls_verification(tmp_path: Path) -> None:
-    files = certs.write_control_plane_pki(tmp_path / "pki", "10.0.0.1")
+    files = certs.write_control_plane_pki(tmp_path / "pki", "10.77.64.1", "10.77.0.1")
     cert, key = certs.issue_serving_cert(files.ca(), tmp_path, ["127.0.0.1", "hook.svc"])
     leaf = load(cert)
     assert sans(leaf) == ["127.0.0.1", "hook.svc"]

@@ -49,6 +49,8 @@ class KafkaCluster:
     security: Security
     nodes: tuple[NodePorts, ...]
     passwords: dict[str, str]
+    client_host: str = "127.0.0.1"
+    """Where clients connect: loopback, or the real node's IP when pods are its clients."""
 
     # -- layout -----------------------------------------------------------------------------------------
     @property
@@ -71,11 +73,13 @@ class KafkaCluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{n.client}" for n in self.nodes)
+        return ",".join(f"{self.client_host}:{n.client}" for n in self.nodes)
 
     @property
     def tls_files(self) -> TlsFiles | None:
-        return tls.write_tls_files(self.home / "tls") if self.security is Security.SSL else None
+        if self.security is not Security.SSL:
+            return None
+        return tls.write_tls_files(self.home / "tls", hosts=("localhost", "127.0.0.1", self.client_host))
 
     def connection(self, user: str = ADMIN_USER) -> KafkaConnection:
         """How a client reaches this cluster (SASL as `user`: `admin` is a super user, `app` has no ACLs)."""
@@ -126,6 +130,7 @@ class KafkaCluster:
             security=Security(data["security"]),
             nodes=tuple(NodePorts(**n) for n in data["nodes"]),
             passwords=data["passwords"],
+            client_host=data.get("client_host", "127.0.0.1"),
         )
 
     # -- lifecycle --------------------------------------------------------------------------------------
@@ -222,9 +227,11 @@ def create(
     *,
     brokers: int = 1,
     security: Security = Security.PLAINTEXT,
+    client_host: str = "127.0.0.1",
     progress: Callable[[str], None] = print,
 ) -> KafkaCluster:
-    """Install if needed, lay out, format and start a fresh cluster, and wait until it is healthy."""
+    """Install if needed, lay out, format and start a fresh cluster, and wait until it is healthy. Clients
+    connect on `client_host` (an address of this machine: loopback, or the node IP for pods)."""
     if brokers not in (1, 3):
         raise DevError(f"--brokers: 1 or 3 supported, got {brokers}")
     existing = KafkaCluster.load(state_dir)
@@ -246,6 +253,7 @@ def create(
         passwords={ADMIN_USER: secrets.token_hex(12), APP_USER: secrets.token_hex(12)}
         if security is Security.SASL_SCRAM
         else {},
+        client_host=client_host,
     )
     _write_layout(cluster)
     progress(f"kafka: starting {brokers} node(s) of Kafka {dist.version} ({security.value}) ...")
@@ -279,7 +287,10 @@ def _write_layout(cluster: KafkaCluster) -> None:
         data = cluster.node_dir(node.node_id) / "data"
         shutil.rmtree(data, ignore_errors=True)  # `up` means a fresh cluster (new id); old logs stay
         data.mkdir(parents=True)
-        props = node_properties(node, list(cluster.nodes), data_dir=data, security=cluster.security, tls=files)
+        props = node_properties(
+            node, list(cluster.nodes), data_dir=data, security=cluster.security, tls=files,
+            client_host=cluster.client_host,
+        )  # fmt: skip
         (cluster.node_dir(node.node_id) / "server.properties").write_text(render_properties(props))
     secrets_dir = cluster.home / "secrets"
     for user, password in cluster.passwords.items():

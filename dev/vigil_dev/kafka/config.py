@@ -63,8 +63,11 @@ def node_properties(
     data_dir: Path,
     security: Security,
     tls: TlsFiles | None = None,
+    client_host: str = "127.0.0.1",
 ) -> dict[str, str]:
-    """The full server.properties of one combined broker+controller node of the given cluster layout."""
+    """The full server.properties of one combined broker+controller node of the given cluster layout. Clients
+    connect on `client_host` (the node IP when pods must reach the broker); broker-to-broker and controller
+    traffic stays on loopback."""
     replication = "3" if len(nodes) >= 3 else "1"
     min_isr = "2" if len(nodes) >= 3 else "1"
     client_protocol = {
@@ -77,10 +80,10 @@ def node_properties(
         "node.id": str(node.node_id),
         "controller.listener.names": "CONTROLLER",
         "listeners": (
-            f"CLIENT://127.0.0.1:{node.client},INTERNAL://127.0.0.1:{node.internal},"
+            f"CLIENT://{client_host}:{node.client},INTERNAL://127.0.0.1:{node.internal},"
             f"CONTROLLER://127.0.0.1:{node.controller}"
         ),
-        "advertised.listeners": f"CLIENT://127.0.0.1:{node.client},INTERNAL://127.0.0.1:{node.internal}",
+        "advertised.listeners": f"CLIENT://{client_host}:{node.client},INTERNAL://127.0.0.1:{node.internal}",
         "listener.security.protocol.map": (f"CLIENT:{client_protocol},INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"),
         "inter.broker.listener.name": "INTERNAL",
         "log.dirs": str(data_dir),

@@ -39,10 +39,21 @@ HELM_VERSION = "v3.22.0"
 KUBECONFORM_VERSION = "v0.7.0"
 GO_MIN = (1, 26)
 """etcd v3.6.16 and helm v3.22.0 declare `go 1.26.0`; k8s v1.35.8 needs 1.25."""
-RECIPE = 1
+RECIPE = 2
 """Bump when build flags change: every stamp then mismatches and the tools are rebuilt."""
 
-K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kubectl")
+VERSION_FILE = "version.json"
+"""What the kube binaries were stamped with (`-X ...version.<key>=<value>`), beside their stamp."""
+
+K8S_BINARIES = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kubelet",
+    "kube-proxy",
+)
+"""The control plane, the real node's agents (kubelet, kube-proxy) and kubectl: one `go build`, one cache."""
 _HEARTBEAT_S = 60.0
 _FALLBACK_GO = Path("/usr/local/go/bin/go")
 
@@ -112,6 +123,16 @@ def ensure_kube_binaries(progress: Callable[[str], None]) -> dict[str, Path]:
                 _build_tool(run, root, tool)
             run.say(f"all built; cache {root}")
     return _paths(root, tools)
+
+
+def stamped_version() -> dict[str, str]:
+    """The version fields the cached kube binaries carry (what `/version` reports), as recorded at build time."""
+    path = cache_dir() / "kube" / K8S_VERSION / VERSION_FILE
+    try:
+        values = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise KubeBuildError(f"{path}: unreadable ({exc}); rebuild with python -m vigil_dev.kube.build") from exc
+    return {str(k): str(v) for k, v in values.items()}
 
 
 def _tools() -> list[_Tool]:
@@ -207,8 +228,12 @@ def _build_kube(run: _Run, tool_dir: Path, tmp_bin: Path) -> None:
     _download_deps(run, src, pkgs, "kube")
     values = {"gitVersion": K8S_VERSION, "gitMajor": "1", "gitMinor": minor, "gitTreeState": "clean"}
     values["buildDate"] = _release_time(info)
-    if commit := _origin_hash(info):
-        values["gitCommit"] = commit
+    # The proxy's .info carries the commit (Origin) only on some days: stamp it when known, else an empty
+    # gitCommit (never upstream's unexpanded "$Format:%H$"), and record which in version.json.
+    values["gitCommit"] = _origin_hash(info)
+    if not values["gitCommit"]:
+        run.say(f"kube: the module proxy names no commit for k8s.io/kubernetes@{K8S_VERSION}: gitCommit left empty")
+    (tool_dir / VERSION_FILE).write_text(json.dumps(values, indent=2, sort_keys=True) + "\n")
     # The same two packages as upstream hack/lib/version.sh; `kubectl version` reads component-base.
     packages = ("k8s.io/client-go/pkg/version", "k8s.io/component-base/version")
     xs = [f"-X {pkg}.{k}={v}" for pkg in packages for k, v in values.items()]

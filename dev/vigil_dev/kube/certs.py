@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vigil_dev.kube.node.layout import NODE_NAME
 from vigil_operator import pki
 
 #: Names the apiserver answers to, besides the first service IP: what kubeadm puts in its certificate.
@@ -48,22 +49,36 @@ class ControlPlanePki:
         return self.path("sa.pub")
 
     def cert(self, who: str) -> tuple[Path, Path]:
-        """(certificate, key) of `apiserver`, `admin`, `controller-manager` or `front-proxy-client`."""
+        """(certificate, key) of `apiserver`, `admin`, `front-proxy-client`, `kubelet-serving` or a `CLIENTS` name."""
         return self.path(f"{who}.crt"), self.path(f"{who}.key")
 
     def ca(self) -> pki.Issued:
         return pki.load(self.ca_cert, self.ca_key)
 
 
-def write_control_plane_pki(directory: Path, service_ip: str) -> ControlPlanePki:
-    """Create a fresh CA and every certificate the control plane needs (overwrites what was there)."""
+#: Client identities besides the admin: (file name, common name, organizations). The names are those the
+#: apiserver's RBAC bootstrap binds (system:kube-scheduler, system:kube-proxy -> system:node-proxier) and the
+#: Node authorizer recognises (system:node:<name> in system:nodes). The apiserver calls kubelets as a master.
+CLIENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("controller-manager", "system:kube-controller-manager", ()),
+    ("kube-scheduler", "system:kube-scheduler", ()),
+    ("kube-proxy", "system:kube-proxy", ()),
+    ("kubelet", f"system:node:{NODE_NAME}", ("system:nodes",)),
+    ("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",)),
+)
+
+
+def write_control_plane_pki(directory: Path, service_ip: str, node_ip: str) -> ControlPlanePki:
+    """Create a fresh CA and every certificate the control plane and the node need (overwrites what was there)."""
     files = ControlPlanePki(directory)
     ca = pki.new_ca("vigil-kubernetes-ca")
     ca.write(files.ca_cert, files.ca_key)
-    pki.issue(ca, "kube-apiserver", hosts=(*APISERVER_NAMES, service_ip), server=True).write(*files.cert("apiserver"))
+    apiserver_hosts = (*APISERVER_NAMES, service_ip, node_ip)
+    pki.issue(ca, "kube-apiserver", hosts=apiserver_hosts, server=True).write(*files.cert("apiserver"))
     pki.issue(ca, "vigil-admin", organizations=("system:masters",), client=True).write(*files.cert("admin"))
-    controller = pki.issue(ca, "system:kube-controller-manager", client=True)
-    controller.write(*files.cert("controller-manager"))
+    for name, common_name, organizations in CLIENTS:
+        pki.issue(ca, common_name, organizations=organizations, client=True).write(*files.cert(name))
+    pki.issue(ca, NODE_NAME, hosts=(node_ip, NODE_NAME), server=True).write(*files.cert("kubelet-serving"))
     # The aggregation layer's front proxy (kubeadm's front-proxy-ca): without a requestheader CA the
     # controller-manager's delegated authentication logs errors until it gives up on it.
     front = pki.new_ca("vigil-front-proxy-ca")
