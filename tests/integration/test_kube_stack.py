@@ -1,7 +1,9 @@
-"""The local Kubernetes is real: a pinned kube-apiserver with CRDs, CEL and webhooks, controllers that act, and
-pods that are processes on this machine (the fakelet), probed, restarted and stopped as a kubelet would."""
+"""The local Kubernetes is real: a pinned kube-apiserver with CRDs, CEL and webhooks, controllers and a scheduler
+that act, and a real node: pods are containers (containerd + runc) in network namespaces of their own, probed,
+restarted and stopped by the kubelet, reaching the apiserver through the `kubernetes` Service."""
 
 import base64
+import ipaddress
 import json
 import re
 import sys
@@ -18,16 +20,17 @@ from kubernetes.client.exceptions import ApiException
 
 from vigil_dev import ports, procs
 from vigil_dev.kube import build, certs
+from vigil_dev.testing.images import IMAGE_UID, TESTAPPS
 from vigil_dev.testing.kube_fixtures import (
-    Fakelet,
     Kube,
     condition,
-    container_pid,
     container_status,
     pod_ready,
     process_alive,
     process_argv,
     process_env,
+    process_start_ticks,
+    process_uid,
 )
 from vigil_dev.testing.waiting import bound, wait_for
 
@@ -39,7 +42,8 @@ APP = ["python", "-m", "vigil_dev.testing.podapp"]
 def app_container(name: str = "app", port: int = 8080, **extra: Any) -> dict[str, Any]:
     return {
         "name": name,
-        "image": "vigil-test/podapp:1",
+        "image": TESTAPPS,
+        "imagePullPolicy": "Never",
         "command": APP,
         "args": ["--port", str(port)],
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": port}, "periodSeconds": 1},
@@ -163,7 +167,7 @@ def test_cel_rule_rejects_an_invalid_object(kube: Kube, namespace: str, widgets:
     assert absent.value.status == 404
 
 
-# -- pods are processes ------------------------------------------------------------------------------------
+# -- pods are containers on the real node -----------------------------------------------------------------------
 
 
 def statefulset(name: str, replicas: int) -> dict[str, Any]:
@@ -189,12 +193,12 @@ def statefulset(name: str, replicas: int) -> dict[str, Any]:
     }
 
 
-def test_statefulset_pods_run_as_real_processes(kube: Kube, fakelet: Fakelet, namespace: str) -> None:
+def test_statefulset_pods_run_as_containers_in_network_namespaces_of_their_own(kube: Kube, namespace: str) -> None:
     kube.apply(statefulset("web", 2), namespace)
     wait_for(
         lambda: kube.apps.read_namespaced_stateful_set("web", namespace).status.ready_replicas,
         lambda n: n == 2,
-        timeout=bound(10),
+        timeout=bound(15),
         what="StatefulSet web: 2 ready replicas",
     )
     ips = set()
@@ -202,46 +206,94 @@ def test_statefulset_pods_run_as_real_processes(kube: Kube, fakelet: Fakelet, na
         pod = kube.pod(namespace, name)
         assert pod is not None
         assert pod_ready(pod)
-        assert pod["spec"]["nodeName"] == fakelet.node
-        pid = container_pid(pod, "app")
+        assert pod["spec"]["nodeName"] == kube.node  # placed by the real scheduler
+        assert container_status(pod, "app")["containerID"].startswith("containerd://")  # type: ignore[index]
+        pid = kube.container_pid(pod, "app")
         assert pid is not None
         assert process_alive(pid)
         container = pod["spec"]["containers"][0]
-        assert process_argv(pid) == [sys.executable, *container["command"][1:], *container["args"]]
+        assert process_argv(pid)[1:] == [*container["command"][1:], *container["args"]]  # the image's python
+        assert process_uid(pid) == IMAGE_UID  # the image's user: no root in a test pod
+        assert Path(f"/proc/{pid}/ns/net").readlink() != Path("/proc/self/ns/net").readlink()
         env = process_env(pid)
         ip = pod["status"]["podIP"]
-        assert (env["POD_NAME"], env["POD_IP"], env["VIGIL_POD_IP"], env["NODE"]) == (name, ip, ip, fakelet.node)
+        assert ipaddress.ip_address(ip) in ipaddress.ip_network(kube.cluster.network.pod_cidr)
+        assert (env["POD_NAME"], env["POD_IP"], env["NODE"]) == (name, ip, kube.node)
         assert env["GREETING"] == f"hello {name}"
-        assert json.loads(http("GET", f"http://{ip}:8080/whoami"))["pid"] == pid  # it listens on its own address
+        whoami = json.loads(http("GET", f"http://{ip}:8080/whoami"))  # reached through the pod bridge
+        assert whoami["pid"] == 1  # in a pid namespace of its own, where the host's pid is the container's init
         ips.add(ip)
     assert len(ips) == 2
 
 
-def test_deleting_a_pod_stops_its_process_and_the_statefulset_recreates_it(
-    kube: Kube, fakelet: Fakelet, namespace: str
+def test_a_pod_reaches_the_apiserver_through_the_kubernetes_service_with_in_cluster_config(
+    kube: Kube, namespace: str
 ) -> None:
+    """The ServiceAccount token and CA the kubelet mounts, the Service address it sets: kube-proxy forwards the
+    ClusterIP to the apiserver on the node IP."""
+    script = (
+        "import json, os, ssl, urllib.request\n"
+        "sa = '/var/run/secrets/kubernetes.io/serviceaccount/'\n"
+        "url = f\"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ['KUBERNETES_SERVICE_PORT']}/version\"\n"
+        "ctx = ssl.create_default_context(cafile=sa + 'ca.crt')\n"
+        "req = urllib.request.Request(url, headers={'Authorization': 'Bearer ' + open(sa + 'token').read()})\n"
+        "print('version', json.loads(urllib.request.urlopen(req, context=ctx, timeout=10).read())['gitVersion'])\n"
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "incluster"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "app", "image": TESTAPPS, "imagePullPolicy": "Never", "command": ["python", "-c", script]}
+            ],
+        },
+    }
+    kube.apply(pod, namespace)
+    done = kube.wait_pod(
+        namespace, "incluster", lambda p: (p or {}).get("status", {}).get("phase") in ("Succeeded", "Failed"),
+        timeout=bound(15), what="finished",
+    )  # fmt: skip
+    log = kube.container_log(namespace, "incluster", "app").read_text()
+    assert done is not None
+    assert done["status"]["phase"] == "Succeeded", log
+    assert f"version {build.K8S_VERSION}" in log
+    service = kube.core.read_namespaced_service("kubernetes", "default").spec
+    assert (service.cluster_ip, [(p.name, p.port) for p in service.ports]) == (kube.cluster.network.service_ip,
+                                                                               [("https", 443)])  # fmt: skip
+
+
+def test_deleting_a_pod_stops_its_container_and_the_statefulset_recreates_it(kube: Kube, namespace: str) -> None:
     kube.apply(statefulset("db", 1), namespace)
-    old = kube.wait_ready(namespace, "db-0", timeout=bound(10))
-    old_pid = container_pid(old, "app")
+    old = kube.wait_ready(namespace, "db-0", timeout=bound(15))
+    old_pid = kube.container_pid(old, "app")
     assert old_pid is not None
     assert process_alive(old_pid)
+    log = kube.container_log(namespace, "db-0", "app")
     kube.core.delete_namespaced_pod("db-0", namespace)
+    said_goodbye = wait_for(
+        lambda: log.read_text() if log.exists() else "",
+        lambda text: "podapp: SIGTERM, exiting" in text,
+        timeout=bound(5),
+        what="the old container's SIGTERM line",
+    )
+    assert said_goodbye
     wait_for(lambda: process_alive(old_pid), lambda alive: not alive, timeout=bound(5), what="the old process gone")
     new = kube.wait_pod(
         namespace,
         "db-0",
         lambda p: p is not None and p["metadata"]["uid"] != old["metadata"]["uid"] and pod_ready(p),
-        timeout=bound(10),
+        timeout=bound(15),
         what="recreated and Ready",
     )
-    new_pid = container_pid(new, "app")
+    new_pid = kube.container_pid(new, "app")
     assert new_pid is not None
     assert new_pid != old_pid
     assert process_alive(new_pid)
-    assert "podapp: SIGTERM, exiting" in fakelet.container_log(namespace, "db-0", "app").read_text()
 
 
-def test_failing_liveness_probe_restarts_the_container(kube: Kube, fakelet: Fakelet, namespace: str) -> None:
+def test_failing_liveness_probe_restarts_the_container(kube: Kube, namespace: str) -> None:
     liveness = {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1, "failureThreshold": 2}
     pod = {
         "apiVersion": "v1",
@@ -250,28 +302,29 @@ def test_failing_liveness_probe_restarts_the_container(kube: Kube, fakelet: Fake
         "spec": {"containers": [app_container(livenessProbe=liveness)]},
     }
     kube.apply(pod, namespace)
-    before = kube.wait_ready(namespace, "live", timeout=bound(5))
-    first_pid = container_pid(before, "app")
+    before = kube.wait_ready(namespace, "live", timeout=bound(10))
+    first_pid = kube.container_pid(before, "app")
+    first_id = (container_status(before, "app") or {}).get("containerID")
     assert first_pid is not None
     http("POST", f"http://{before['status']['podIP']}:8080/fail")
     after = kube.wait_pod(
         namespace,
         "live",
         lambda p: (container_status(p, "app") or {}).get("restartCount", 0) >= 1 and pod_ready(p),
-        timeout=bound(2 + 2, slack=5),
+        timeout=bound(2 + 2, slack=10),
         what="restarted after failing liveness and Ready again",
     )
     status = container_status(after, "app")
     assert status is not None
-    assert status["lastState"]["terminated"]["containerID"] == f"fakelet://{first_pid}"
-    second_pid = container_pid(after, "app")
+    assert status["lastState"]["terminated"]["containerID"] == first_id
+    second_pid = kube.container_pid(after, "app")
     assert second_pid not in (None, first_pid)
     assert not process_alive(first_pid)
     reasons = {e.reason for e in kube.core.list_namespaced_event(namespace).items}
     assert {"Unhealthy", "Killing", "Started"} <= reasons
 
 
-def test_grace_period_then_sigkill_then_the_deletion_is_finalized(kube: Kube, fakelet: Fakelet, namespace: str) -> None:
+def test_grace_period_then_sigkill_then_the_deletion_is_finalized(kube: Kube, namespace: str) -> None:
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -279,48 +332,50 @@ def test_grace_period_then_sigkill_then_the_deletion_is_finalized(kube: Kube, fa
         "spec": {"terminationGracePeriodSeconds": 3, "containers": [app_container(args=["--ignore-sigterm"])]},
     }
     kube.apply(pod, namespace)
-    pid = container_pid(kube.wait_ready(namespace, "stubborn", timeout=bound(5)), "app")
+    pid = kube.container_pid(kube.wait_ready(namespace, "stubborn", timeout=bound(10)), "app")
     assert pid is not None
+    log = kube.container_log(namespace, "stubborn", "app")
     began = time.monotonic()
     kube.core.delete_namespaced_pod("stubborn", namespace)
+    wait_for(log.read_text, lambda text: "podapp: SIGTERM ignored" in text, timeout=bound(3),
+             what="SIGTERM delivered and ignored")  # fmt: skip
     wait_for(lambda: process_alive(pid), lambda alive: not alive, timeout=bound(3), what="the process killed")
     assert time.monotonic() - began >= 2.5  # it ignored SIGTERM: only SIGKILL, after the grace period, ended it
-    kube.wait_pod(namespace, "stubborn", lambda p: p is None, timeout=bound(2), what="deletion finalized")
-    assert "podapp: SIGTERM ignored" in fakelet.container_log(namespace, "stubborn", "app").read_text()
+    kube.wait_pod(namespace, "stubborn", lambda p: p is None, timeout=bound(5), what="deletion finalized")
 
 
-def test_native_sidecar_starts_first_and_stops_last(kube: Kube, fakelet: Fakelet, namespace: str) -> None:
+def test_native_sidecar_starts_first_and_stops_last(kube: Kube, namespace: str) -> None:
+    init = {"name": "init", "image": TESTAPPS, "imagePullPolicy": "Never", "command": ["python", "-c", "print(1)"]}
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "sided"},
         "spec": {
             "terminationGracePeriodSeconds": 5,
-            "initContainers": [
-                {"name": "init", "image": "busybox", "command": ["sh", "-c", "echo prepared"]},
-                {**app_container("side", 9090), "restartPolicy": "Always"},
-            ],
+            "initContainers": [init, {**app_container("side", 9090), "restartPolicy": "Always"}],
             "containers": [app_container("app", 8080)],
         },
     }
     kube.apply(pod, namespace)
-    ready = kube.wait_ready(namespace, "sided", timeout=bound(5))
+    ready = kube.wait_ready(namespace, "sided", timeout=bound(10))
     assert condition(ready, "Initialized")
-    init = container_status(ready, "init")
-    assert init is not None
-    assert init["state"]["terminated"]["exitCode"] == 0
-    side_pid, app_pid = container_pid(ready, "side"), container_pid(ready, "app")
+    init_status = container_status(ready, "init")
+    assert init_status is not None
+    assert init_status["state"]["terminated"]["exitCode"] == 0
+    side_pid, app_pid = kube.container_pid(ready, "side"), kube.container_pid(ready, "app")
     assert side_pid is not None
     assert app_pid is not None
-    assert side_pid < app_pid
+    assert process_start_ticks(side_pid) < process_start_ticks(app_pid)  # the sidecar was started first
     kube.core.delete_namespaced_pod("sided", namespace)
-    kube.wait_pod(namespace, "sided", lambda p: p is None, timeout=bound(3), what="deleted")
-    lines = fakelet.log.read_text().splitlines()
-    order = [
-        next(i for i, line in enumerate(lines) if f"{namespace}/sided: {what}" in line)
-        for what in ("SIGTERM app", f"app pid {app_pid} exited", "SIGTERM side", f"side pid {side_pid} exited")
-    ]
-    assert order == sorted(order)
+    gone: dict[int, float] = {}
+    deadline = time.monotonic() + bound(10)
+    while len(gone) < 2 and time.monotonic() < deadline:  # which one ends first: sampled every 5 ms
+        for pid in (side_pid, app_pid):
+            if pid not in gone and not process_alive(pid):
+                gone[pid] = time.monotonic()
+        time.sleep(0.005)
+    assert set(gone) == {side_pid, app_pid}
+    assert gone[app_pid] < gone[side_pid]  # the app got SIGTERM first; the sidecar only after the app ended
 
 
 # -- admission webhooks --------------------------------------------------------------------------------------
@@ -368,7 +423,7 @@ def webhook(kube: Kube, namespace: str, tmp_path: Path) -> Iterator[Path]:
 
 
 def test_mutating_webhook_is_called_over_tls_and_the_pod_runs_mutated(
-    kube: Kube, fakelet: Fakelet, namespace: str, webhook: Path
+    kube: Kube, namespace: str, webhook: Path
 ) -> None:
     probe = {"metadata": {"name": "probe"}, "spec": {"containers": [app_container()]}}
 
@@ -384,7 +439,7 @@ def test_mutating_webhook_is_called_over_tls_and_the_pod_runs_mutated(
     )
     pod = kube.wait_ready(namespace, "hooked", timeout=bound(5))
     assert {"name": "INJECTED", "value": "by-webhook"} in pod["spec"]["containers"][0]["env"]  # the admitted spec
-    pid = container_pid(pod, "app")
+    pid = kube.container_pid(pod, "app")
     assert pid is not None
     assert process_env(pid)["INJECTED"] == "by-webhook"
     calls = [json.loads(line) for line in webhook.read_text().splitlines()]

@@ -39,9 +39,14 @@ HELM_VERSION = "v3.22.0"
 KUBECONFORM_VERSION = "v0.7.0"
 GO_MIN = (1, 26)
 """etcd v3.6.16 and helm v3.22.0 declare `go 1.26.0`; k8s v1.35.8 needs 1.25."""
-RECIPE = 2
+RECIPE = 1
 """Bump when build flags change: every stamp then mismatches and the tools are rebuilt."""
+KUBE_RECIPE = 2
+"""The Kubernetes binaries' own recipe (2: the node's kubelet, kube-proxy, kube-scheduler; the version file)."""
 
+KUBE_TOOL = "kubernetes"
+"""The cache directory of the Kubernetes binaries (`<cache>/kubernetes/<version>/bin`); `kube/` held an earlier
+recipe's three binaries, and a checkout of that recipe still uses it, so the two never rebuild each other's."""
 VERSION_FILE = "version.json"
 """What the kube binaries were stamped with (`-X ...version.<key>=<value>`), beside their stamp."""
 
@@ -70,12 +75,13 @@ class _Tool:
     version: str
     binaries: tuple[str, ...]
     build: Callable[[_Run, Path, Path], None]  # (run, tool_dir, tmp_bin)
+    recipe: int = RECIPE
 
     def dir(self, root: Path) -> Path:
         return root / self.name / self.version
 
     def stamp(self) -> dict[str, object]:
-        return {"recipe": RECIPE, "tool": self.name, "version": self.version, "binaries": list(self.binaries)}
+        return {"recipe": self.recipe, "tool": self.name, "version": self.version, "binaries": list(self.binaries)}
 
     def is_built(self, root: Path) -> bool:
         """Warm check: the stamp matches the pins and every binary is an executable file."""
@@ -127,7 +133,7 @@ def ensure_kube_binaries(progress: Callable[[str], None]) -> dict[str, Path]:
 
 def stamped_version() -> dict[str, str]:
     """The version fields the cached kube binaries carry (what `/version` reports), as recorded at build time."""
-    path = cache_dir() / "kube" / K8S_VERSION / VERSION_FILE
+    path = cache_dir() / KUBE_TOOL / K8S_VERSION / VERSION_FILE
     try:
         values = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -137,7 +143,7 @@ def stamped_version() -> dict[str, str]:
 
 def _tools() -> list[_Tool]:
     return [
-        _Tool("kube", K8S_VERSION, K8S_BINARIES, _build_kube),
+        _Tool(KUBE_TOOL, K8S_VERSION, K8S_BINARIES, _build_kube, KUBE_RECIPE),
         _Tool("etcd", ETCD_VERSION, ("etcd",), _build_etcd),
         _Tool("helm", HELM_VERSION, ("helm",), _build_helm),
         _Tool("kubeconform", KUBECONFORM_VERSION, ("kubeconform",), _build_kubeconform),
@@ -171,7 +177,7 @@ def _build_tool(run: _Run, root: Path, tool: _Tool) -> None:
     for stale in tool_dir.glob("bin.tmp-*"):  # left by a killed build; we hold the lock
         shutil.rmtree(stale, ignore_errors=True)
     run.log = tool_dir / "build.log"
-    run.log.write_text(f"# {tool.name} {tool.version}, recipe {RECIPE}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    run.log.write_text(f"# {tool.name} {tool.version}, recipe {tool.recipe}, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     began = time.monotonic()
     run.say(f"{tool.name} {tool.version}: start (log {run.log})")
     tmp = Path(tempfile.mkdtemp(prefix="bin.tmp-", dir=tool_dir))

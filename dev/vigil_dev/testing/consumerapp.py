@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--control-port", type=int, default=8080)
     args = parser.parse_args(argv)
     app = App(args.group, args.topic)
-    server = ThreadingHTTPServer((os.environ.get("VIGIL_POD_IP", "127.0.0.1"), args.control_port), _handler(app))
+    host = os.environ.get("VIGIL_POD_IP", "0.0.0.0")  # noqa: S104 - the pod's own network namespace
+    server = ThreadingHTTPServer((host, args.control_port), _handler(app))
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
     def stop(_signum: int, _frame: FrameType | None) -> None:

@@ -1,9 +1,10 @@
 """pytest fixtures over the real local Kubernetes (loaded by tests/conftest.py as a plugin).
 
-`kube` is a session-wide control plane (etcd, kube-apiserver, kube-controller-manager built from Go modules),
-`fakelet` a node whose pods run as real processes, `namespace` a fresh namespace per test. Fixtures never
-skip: a control plane that cannot start fails the test with one line naming what is missing. Logs stay under
-`test-artifacts/<run>/kube/logs/` (pods: `logs/pods/<ns>_<pod>/<container>.log`).
+`kube` is a session-wide cluster: etcd, kube-apiserver, kube-controller-manager and kube-scheduler built from Go
+modules, and one real node (kubelet, containerd, runc, CNI bridge, kube-proxy) whose containerd holds vigil's
+images (`make images`); `namespace` is a fresh namespace per test. Fixtures never skip: a cluster that cannot
+start fails the test with one line naming what is missing. Logs stay under `test-artifacts/<run>/kube/logs/`
+(containers: `logs/pods/<ns>_<pod>_<uid>/<container>/<restart>.log`, written by the kubelet).
 """
 
 import contextlib
@@ -24,12 +25,11 @@ from kubernetes.dynamic import DynamicClient
 from vigil_dev.errors import DevError
 from vigil_dev.kube import controlplane
 from vigil_dev.kube.controlplane import KubeCluster
-from vigil_dev.kube.fakelet import status as fakelet_status
+from vigil_dev.testing import images
 from vigil_dev.testing.waiting import wait_for
 
 Obj = dict[str, Any]
 FIELD_MANAGER = "vigil-tests"
-NODE = "node-1"
 
 
 @dataclass
@@ -91,18 +91,33 @@ class Kube:
         assert pod is not None
         return pod
 
-
-@dataclass(frozen=True)
-class Fakelet:
-    node: str
-    cluster: KubeCluster
-
     @property
-    def log(self) -> Path:
-        return self.cluster.log_dir / f"fakelet-{self.node}" / "fakelet.log"
+    def node(self) -> str:
+        return self.cluster.node_name
 
     def container_log(self, namespace: str, pod: str, container: str) -> Path:
-        return self.cluster.pod_log_dir() / f"{namespace}_{pod}" / f"{container}.log"
+        """The log file of the container's latest run, as the kubelet writes it (CRI format: each line is
+        `<time> <stream> <F|P> <text>`); kept after the container restarts, removed with the pod."""
+        runs = sorted(
+            self.cluster.pod_log_dir().glob(f"{namespace}_{pod}_*/{container}/*.log"),
+            key=lambda p: (p.stat().st_mtime, p.name),
+        )
+        return runs[-1] if runs else self.cluster.pod_log_dir() / f"{namespace}_{pod}_-" / container / "0.log"
+
+    def container_logs(self, namespace: str, pod: str, container: str) -> str:
+        """Every run's output of the container, oldest first (what `kubectl logs` shows, and its earlier runs)."""
+        runs = sorted(
+            self.cluster.pod_log_dir().glob(f"{namespace}_{pod}_*/{container}/*.log"),
+            key=lambda p: int(p.stem) if p.stem.isdigit() else -1,
+        )
+        return "".join(run.read_text(errors="replace") for run in runs)
+
+    def container_pid(self, pod: Mapping[str, Any] | None, name: str) -> int | None:
+        """The host pid of the container's running process (containerd's task for its `containerID`)."""
+        s = container_status(pod, name)
+        if not s or "running" not in s.get("state", {}):
+            return None
+        return self.cluster.node.task_pid(str(s.get("containerID", "")).removeprefix("containerd://"))
 
 
 # -- helpers over pod dicts and /proc ----------------------------------------------------------------------
@@ -126,14 +141,6 @@ def container_status(pod: Mapping[str, Any] | None, name: str) -> Obj | None:
     return None
 
 
-def container_pid(pod: Mapping[str, Any] | None, name: str) -> int | None:
-    """The pid of the container's running process (the fakelet reports `containerID: fakelet://<pid>`)."""
-    s = container_status(pod, name)
-    if not s or "running" not in s.get("state", {}):
-        return None
-    return fakelet_status.pid_of(s.get("containerID", ""))
-
-
 def process_alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -151,40 +158,41 @@ def process_argv(pid: int) -> list[str]:
     return [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
 
 
+def process_uid(pid: int) -> int:
+    """The real uid of a host process (a container's, seen from the host)."""
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("Uid:"))
+    return int(line.split()[1])
+
+
+def process_start_ticks(pid: int) -> int:
+    """When the process started, in clock ticks since boot (/proc/<pid>/stat field 22): orders two starts."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
 # -- fixtures ----------------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
 def kube(artifacts_dir: Path) -> Iterator[Kube]:
-    """A real control plane for the whole session (about 8 s to start with warm binaries)."""
+    """A real cluster with a real node for the whole session, vigil's images in its containerd; it must leave
+    nothing on the machine when it stops (a failure names what stayed)."""
     state = artifacts_dir / "kube"
     try:
-        cluster = controlplane.create(state, progress=lambda _: None)
+        archives = images.archives(progress=lambda line: print(line, flush=True))
+        cluster = controlplane.create(state, archives=archives, progress=lambda _: None)
     except DevError as exc:
-        pytest.fail(f"the real Kubernetes control plane could not start: {exc}", pytrace=False)
+        pytest.fail(f"the real Kubernetes cluster could not start: {exc}", pytrace=False)
     loader: Any = config
     api = loader.new_client_from_config(config_file=str(cluster.kubeconfig))
     try:
         yield Kube(cluster, api)
     finally:
         api.close()
-        (KubeCluster.load(state) or cluster).stop()  # reloaded: it also lists fakelets started meanwhile
+        cluster.stop()
         shutil.rmtree(cluster.home / "etcd", ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def fakelet(kube: Kube) -> Iterator[Fakelet]:
-    """A Ready node whose pods run as local processes (binds every pending pod: there is no scheduler)."""
-    try:
-        cluster = kube.cluster.start_fakelet(NODE)
-    except DevError as exc:
-        pytest.fail(f"the fakelet could not start: {exc}", pytrace=False)
-    try:
-        yield Fakelet(NODE, cluster)
-    finally:
-        leftovers = [name for name in cluster.stop_part(f"fakelet-{NODE}") if name != f"fakelet-{NODE}"]
-    if leftovers:  # the fakelet must stop its own containers on SIGTERM; these it left behind
-        pytest.fail(f"the fakelet left container processes running: {', '.join(leftovers)}", pytrace=False)
+        shutil.rmtree(cluster.node.layout.containerd_dir / "root", ignore_errors=True)  # image layers: large
+    if leftovers := cluster.leftovers():
+        pytest.fail(f"the real node left behind: {'; '.join(leftovers)}", pytrace=False)
 
 
 @pytest.fixture

@@ -65,7 +65,8 @@ class _Handler(QuietHandler):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--host", default=os.environ.get("VIGIL_POD_IP", "127.0.0.1"))
+    # every address of the pod's own network namespace (the node probes the pod IP)
+    parser.add_argument("--host", default=os.environ.get("VIGIL_POD_IP", "0.0.0.0"))  # noqa: S104
     parser.add_argument("--ignore-sigterm", action="store_true")
     args = parser.parse_args(argv)
     server = ThreadingHTTPServer((args.host, args.port), _Handler)

@@ -119,6 +119,14 @@ class RealNode:
             raise DevError(f"ctr {' '.join(args)}: {(done.stderr.strip().splitlines() or ['failed'])[-1]}")
         return done
 
+    def task_pid(self, container_id: str) -> int | None:
+        """The host pid of a running container (`ctr tasks ls`: TASK PID STATUS), None if it runs no longer."""
+        for line in self.ctr(["tasks", "ls"], check=False).stdout.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) >= 3 and fields[0] == container_id and fields[2] == "RUNNING":
+                return int(fields[1])
+        return None
+
     def images(self) -> list[str]:
         """The image references containerd holds for the kubelet."""
         return self.ctr(["images", "ls", "-q"]).stdout.split()
@@ -144,7 +152,7 @@ class RealNode:
                 while self.tasks() and time.monotonic() < deadline:
                     time.sleep(0.5)
         self.process("kube-proxy").stop(grace=10)
-        if "kube-proxy" in self.binaries:
+        if Path(self.binaries.get("kube-proxy", "")).is_file():  # else network_down drops its chains by name
             subprocess.run(
                 layout.kube_proxy_cleanup_argv(self.binaries["kube-proxy"]),
                 capture_output=True, check=False, timeout=60,

@@ -26,7 +26,7 @@ EPOCH = 0
 
 def archive() -> Path:
     """The docker archive of the pause image, building it on first use."""
-    out = cache_dir() / "kube" / build.K8S_VERSION / "pause"
+    out = cache_dir() / build.KUBE_TOOL / build.K8S_VERSION / "pause"
     tar = out / f"pause-{PAUSE_TAG}.docker.tar"
     if tar.is_file():
         return tar

@@ -1,0 +1,29 @@
+"""The image archives a test cluster's node imports: vigil's images as `make images` builds them.
+
+`VIGIL_DEV_IMAGE_ARCHIVES` (paths separated by `:`) replaces the build, for trying an image by hand.
+"""
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from vigil_core.version import VERSION
+from vigil_dev.errors import DevError
+
+ARCHIVES_ENV = "VIGIL_DEV_IMAGE_ARCHIVES"
+TESTAPPS = f"vigil-testapps:{VERSION}"
+"""The test apps' image (`vigil_testapps`): what test pods run, with `imagePullPolicy: Never`."""
+IMAGE_UID = 65532
+"""The user every vigil image runs as."""
+
+
+def archives(progress: Callable[[str], None]) -> list[Path]:
+    """Docker archives of every image the tests run, built (or found in the cache) first."""
+    if given := os.environ.get(ARCHIVES_ENV):
+        paths = [Path(p) for p in given.split(":") if p]
+        if missing := [str(p) for p in paths if not p.is_file()]:
+            raise DevError(f"{ARCHIVES_ENV}: no such file {', '.join(missing)}")
+        return paths
+    from vigil_dev import images as build  # type: ignore[attr-defined]  # noqa: PLC0415 - the builder lands next
+
+    return [image.docker_archive for image in build.ensure_images(progress).values()]
