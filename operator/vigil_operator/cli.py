@@ -8,8 +8,10 @@ import argparse
 import importlib
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -89,7 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     importlib.import_module("vigil_operator.handlers")
     if settings.webhook:
         importlib.import_module("vigil_operator.admission")
+    # kopf's own default names us by the process owner's login (getpwuid), which fails in an image whose user
+    # (65532) has no passwd entry: the pod name, else host and pid, is as unique and needs no user database.
+    identity: Any = os.environ.get(POD_NAME_ENV) or f"{socket.gethostname()}/{os.getpid()}"  # kopf's Identity
     kopf.run(
+        identity=identity,
         standalone=args.standalone,
         priority=priority,
         peering_name=None if args.standalone else args.peering,

@@ -16,18 +16,16 @@ from typing import Any, cast
 
 import kopf
 
+from vigil_operator import settings as operator_settings
 from vigil_operator import webhook_server
 from vigil_operator.domain import claims, injection, pods
 from vigil_operator.domain.reconcile import Notice, PodFacts
 from vigil_operator.domain.spec import API_GROUP, PLURAL, VERSION
 from vigil_operator.k8s.api import KubeApi
 from vigil_operator.runtime import Runtime, SyncStoppedError
-from vigil_operator.settings import ENV_PREFIX, OperatorSettings
 
 log = logging.getLogger(__name__)
-SETTINGS = OperatorSettings.model_validate(
-    {k.removeprefix(ENV_PREFIX).lower(): v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
-)
+SETTINGS = operator_settings.from_env(os.environ)
 """Read once at import: `vigil operator` puts its validated flags into the environment before importing."""
 CR = (API_GROUP, VERSION, PLURAL)
 RECENT_END = timedelta(seconds=60)

@@ -1,5 +1,6 @@
 """The operator's settings: flags of `vigil operator` (or `VIGIL_OPERATOR_<NAME>` env vars), validated once."""
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -52,3 +53,11 @@ class OperatorSettings(BaseModel):
             events_topic=self.events_topic,
             reject_unknown_group=self.reject_unknown_group,
         )
+
+
+def from_env(env: Mapping[str, str]) -> OperatorSettings:
+    """The settings `vigil operator` put into the environment, read by name: other `VIGIL_OPERATOR_*` variables are
+    not ours to refuse (Kubernetes adds `<SERVICE>_SERVICE_HOST`, `_PORT_443_TCP`... for every Service in the
+    namespace, and a release named `vigil-operator` has a Service `vigil-operator-webhook`)."""
+    names = {name: f"{ENV_PREFIX}{name.upper()}" for name in OperatorSettings.model_fields}
+    return OperatorSettings.model_validate({name: env[var] for name, var in names.items() if var in env})

@@ -1,14 +1,52 @@
-"""Fixtures of the e2e suites: the CRDs, an events topic and one operator per module (a real process)."""
+"""Fixtures of the e2e suites: Kafka where pods reach it (the node IP), the CRDs, an events topic, and vigil as
+users install it: one `helm install` of charts/vigil per module, its operator in a pod from the vigil-operator
+image. Namespaces enforce the `restricted` Pod Security Standard."""
 
+import contextlib
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.kafka.config import Security
 from vigil_dev.testing import clients
+from vigil_dev.testing.chart import Tools
+from vigil_dev.testing.fixtures import kafka_cluster
 from vigil_dev.testing.kube_fixtures import Kube, install_crd
-from vigil_dev.testing.operator import RunningOperator, start_operator
+from vigil_dev.testing.release import RunningOperator, install_operator
+from vigil_dev.testing.waiting import wait_for
+
+
+@pytest.fixture(scope="session")
+def kafka(kube: Kube, artifacts_dir: Path) -> Iterator[KafkaCluster]:
+    """One KRaft node whose client listener is on the node IP: the pods are its clients (and the host too)."""
+    yield from kafka_cluster(artifacts_dir, "kafka", 1, Security.PLAINTEXT, client_host=kube.cluster.network.node_ip)
+
+
+@pytest.fixture(scope="session")
+def tools(kube: Kube, artifacts_dir: Path) -> Tools:
+    return Tools.from_binaries(kube.cluster.binaries, kube.kubeconfig, artifacts_dir / "helm-home")
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    """A namespace of its own for each test, enforcing `restricted`; deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kube.create_namespace(name)
+    wait_for(
+        lambda: kube.core.list_namespaced_service_account(name).items,
+        lambda accounts: any(a.metadata.name == "default" for a in accounts),
+        timeout=30,
+        what=f"the default ServiceAccount of namespace {name}",
+    )
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(ApiException):
+            kube.core.delete_namespace(name)
 
 
 @pytest.fixture(scope="module")
@@ -24,12 +62,16 @@ def crds(kube: Kube) -> None:
 
 @pytest.fixture(scope="module")
 def operator(
-    kube: Kube, crds: None, events_topic: str, artifacts_dir: Path, request: pytest.FixtureRequest
+    kube: Kube, tools: Tools, crds: None, events_topic: str, request: pytest.FixtureRequest
 ) -> Iterator[RunningOperator]:
-    """One per test module, its log under test-artifacts/<run>/operator/<module>/."""
-    module = request.module.__name__.rsplit(".", 1)[-1]
-    running = start_operator(kube.kubeconfig, artifacts_dir / "operator" / module, events_topic=events_topic)
+    """vigil installed by Helm for one test module (release and namespace `vigil-<module>`), uninstalled after."""
+    module = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_").replace("_", "-")
+    release = f"vigil-{module}"[:40]
+    kube.create_namespace(release)
+    running = install_operator(kube, tools, release, namespace=release, events_topic=events_topic)
     try:
         yield running
     finally:
         running.stop()
+        with contextlib.suppress(ApiException):
+            kube.core.delete_namespace(release)

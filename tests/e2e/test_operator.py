@@ -1,5 +1,6 @@
-"""The operator end to end: real apiserver, real fakelet pods running real consumers and injected sidecars,
-real Kafka. One StatefulSet of three consumers serves most assertions (status, injection, stall, restarts)."""
+"""The operator end to end: installed by Helm, in a pod on the real node; real consumers in pods with injected
+sidecars, in namespaces enforcing the `restricted` Pod Security Standard; real Kafka. One StatefulSet of three
+consumers serves most assertions (status, injection, stall, restarts)."""
 
 import functools
 import json
@@ -17,6 +18,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from vigil_core import events
+from vigil_core.version import VERSION
 from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
@@ -30,16 +32,18 @@ from vigil_dev.testing.e2e import (
     topic_events,
     wait_injecting,
 )
+from vigil_dev.testing.images import IMAGE_UID, TESTAPPS
 from vigil_dev.testing.kube_fixtures import (
-    Fakelet,
+    RESTRICTED_CONTAINER,
     Kube,
     condition,
-    container_pid,
     exists,
     process_alive,
     process_argv,
+    process_uid,
 )
-from vigil_dev.testing.operator import RunningOperator, start_operator
+from vigil_dev.testing.operator import start_operator
+from vigil_dev.testing.release import RunningOperator
 from vigil_dev.testing.waiting import wait_for
 from vigil_operator import brokers
 from vigil_sidecar.budget import ledger
@@ -70,15 +74,13 @@ def post(pod: dict[str, Any], path: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def live_group(
-    kube: Kube, fakelet: Fakelet, kafka: KafkaCluster, operator: RunningOperator
-) -> Iterator[tuple[str, str, str]]:
+def live_group(kube: Kube, kafka: KafkaCluster, operator: RunningOperator) -> Iterator[tuple[str, str, str]]:
     """A namespace with a ConsumerGroup and its 3-pod StatefulSet, consuming; yields (namespace, name, group)."""
     namespace, name = f"t-{uuid.uuid4().hex[:10]}", "orders"
     group = clients.unique("orders")
     bootstrap = kafka.connection().bootstrap_servers
     topic = clients.create_topic(kafka.connection(), clients.unique("orders"), partitions=6)
-    kube.core.create_namespace({"metadata": {"name": namespace}})
+    kube.create_namespace(namespace)
     kube.apply(consumer_group(name, group, bootstrap), namespace)
     wait_injecting(kube, namespace, statefulset(name, group, topic, bootstrap))
     kube.apply(statefulset(name, group, topic, bootstrap), namespace)
@@ -151,16 +153,22 @@ def test_a_live_group_is_described_in_status_with_pods_mapped(
     assert (row["Group"], row["State"], row["Members"], row["Stalled"], row["Ready"]) == (group, "Stable", 3, 0, "True")
 
 
-def test_injected_pods_run_exactly_one_sidecar_as_a_real_process(kube: Kube, live_group) -> None:
+def test_injected_pods_run_exactly_one_sidecar_as_a_container_under_restricted_pod_security(
+    kube: Kube, live_group
+) -> None:
     namespace, name, _ = live_group
     for i in range(3):
         pod = kube.wait_ready(namespace, f"{name}-{i}", timeout=60)
         assert sidecars(pod) == ["vigil-sidecar"]
         assert pod["metadata"]["annotations"]["vigil.dev/injected"]
-        pid = container_pid(pod, "vigil-sidecar")
+        assert kube.core.read_namespace(namespace).metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
+        pid = kube.container_pid(pod, "vigil-sidecar")
         assert pid is not None
         assert process_alive(pid)
         assert "sidecar" in process_argv(pid)
+        assert process_uid(pid) == IMAGE_UID
+        sidecar = next(c for c in pod["spec"]["initContainers"] if c["name"] == "vigil-sidecar")
+        assert sidecar["image"] == f"vigil-sidecar:{VERSION}"  # the chart's sidecar image, imported on the node
     # re-creating a pod (the StatefulSet makes it again from the same template) does not double the sidecar
     old = kube.pod(namespace, f"{name}-0")
     assert old is not None
@@ -182,14 +190,14 @@ def test_unlabelled_pods_are_untouched_and_an_apps_own_probe_is_kept(kube: Kube,
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "plain", "annotations": {"vigil.dev/consumer-group": name}},
-        "spec": {"containers": [{"name": "app", "image": "busybox", "command": ["sleep", "60"]}]},
+        "spec": {"containers": [{"name": "app", "image": TESTAPPS, "securityContext": RESTRICTED_CONTAINER}]},
     }
     created = kube.core.create_namespaced_pod(namespace, plain, dry_run="All").to_dict()
     assert [c["name"] for c in created["spec"]["containers"]] == ["app"]
     assert not created["spec"].get("init_containers")
     assert "vigil.dev/injected" not in (created["metadata"].get("annotations") or {})
     # action restart would add a liveness probe on the sidecar; an app that has one keeps it (and is warned)
-    kube.apply(consumer_group("restarting", clients.unique("restarting"), "127.0.0.1:1", action="restart"), namespace)
+    kube.apply(consumer_group("restarting", clients.unique("restarting"), "127.0.0.1:9", action="restart"), namespace)
     probe = {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 7}
     own = {
         "apiVersion": "v1",
@@ -200,7 +208,9 @@ def test_unlabelled_pods_are_untouched_and_an_apps_own_probe_is_kept(kube: Kube,
             "annotations": {"vigil.dev/consumer-group": "restarting"},
         },
         "spec": {
-            "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "60"], "livenessProbe": probe}]
+            "containers": [
+                {"name": "app", "image": TESTAPPS, "livenessProbe": probe, "securityContext": RESTRICTED_CONTAINER}
+            ]
         },
     }
 
@@ -258,13 +268,15 @@ def test_a_stalled_member_shows_in_status_and_as_an_event(kube: Kube, kafka: Kaf
 
 def test_a_second_cr_for_the_same_group_is_refused(kube: Kube, kafka: KafkaCluster, live_group) -> None:
     namespace, name, group = live_group
-    port = kafka.connection().bootstrap_servers.rsplit(":", 1)[1]
-    same = consumer_group("orders-again", group, f"127.0.0.1:{port}")
+    bootstrap = kafka.connection().bootstrap_servers
+    same = consumer_group("orders-again", group, bootstrap)
     with pytest.raises(ApiException) as refused:  # same group, same bootstrap: the validating webhook says no
         kube.custom.create_namespaced_custom_object(*CG[:2], namespace, CG[2], same)
     assert refused.value.status == 409 or "already observed by ConsumerGroup" in str(refused.value.body)
-    # the same cluster through another address passes admission, and is refused by cluster id instead
-    kube.apply(consumer_group("orders-alias", group, f"localhost:{port}"), namespace)
+    # the same cluster through another address (a Service in front of the broker) passes admission, and is
+    # refused by cluster id instead
+    alias = broker_service(kube, namespace, bootstrap)
+    kube.apply(consumer_group("orders-alias", group, alias), namespace)
     status = wait_for(
         lambda: status_of(kube, namespace, "orders-alias"),
         lambda s: cond(s, "Ready").get("reason") == "DuplicateGroup",
@@ -275,10 +287,34 @@ def test_a_second_cr_for_the_same_group_is_refused(kube: Kube, kafka: KafkaClust
     assert cond(status_of(kube, namespace, name), "Ready")["status"] == "True"
 
 
+def broker_service(kube: Kube, namespace: str, bootstrap: str) -> str:
+    """A selector-less Service whose one endpoint is the broker: another address of the same cluster (kube-proxy
+    forwards its ClusterIP), as a user's `kafka.<ns>.svc` would be. Returns `<cluster ip>:<port>`."""
+    host, port = bootstrap.rsplit(":", 1)
+    ports = [{"name": "kafka", "port": int(port), "targetPort": int(port)}]
+    kube.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kafka-alias"}, "spec": {"ports": ports}},
+               namespace)  # fmt: skip
+    kube.apply(
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"name": "kafka-alias-1", "labels": {"kubernetes.io/service-name": "kafka-alias"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [host]}],
+            "ports": [{"name": "kafka", "port": int(port), "protocol": "TCP"}],
+        },
+        namespace,
+    )
+    ip = kube.core.read_namespaced_service("kafka-alias", namespace).spec.cluster_ip
+    return f"{ip}:{port}"
+
+
 def test_the_broker_stopping_and_returning_shows_in_status(
     kube: Kube, operator: RunningOperator, artifacts_dir: Path, namespace: str
 ) -> None:
-    own = kafka_cluster.create(artifacts_dir / "kafka-operator-outage", progress=lambda _: None)
+    own = kafka_cluster.create(
+        artifacts_dir / "kafka-operator-outage", client_host=kube.cluster.network.node_ip, progress=lambda _: None
+    )
     try:
         group = clients.unique("outage")
         topic = clients.create_topic(own.connection(), clients.unique("outage"), partitions=2)
@@ -342,10 +378,11 @@ def test_a_missing_secret_and_an_unreachable_broker_are_conditions_not_crashes(
 
 
 @contextmanager
-def silent_broker() -> Iterator[tuple[str, threading.Event]]:
-    """A loopback port that accepts connections and never answers (a broker hung or behind a black hole): every
-    request to it waits out the timeout. Yields its address and an event set at each connection accepted."""
-    server = socket.create_server(("127.0.0.1", 0))
+def silent_broker(host: str) -> Iterator[tuple[str, threading.Event]]:
+    """A port on `host` (the node IP: the operator's pod reaches it) that accepts connections and never answers (a
+    broker hung or behind a black hole): every request to it waits out the timeout. Yields its address and an event
+    set at each connection accepted."""
+    server = socket.create_server((host, 0))
     accepted = threading.Event()
     held: list[socket.socket] = []
 
@@ -359,7 +396,7 @@ def silent_broker() -> Iterator[tuple[str, threading.Event]]:
 
     threading.Thread(target=accept, daemon=True).start()
     try:
-        yield f"127.0.0.1:{server.getsockname()[1]}", accepted
+        yield f"{host}:{server.getsockname()[1]}", accepted
     finally:
         server.close()
         for conn in held:
@@ -375,7 +412,7 @@ def test_groups_on_a_silent_cluster_are_reported_at_once_and_deleted_without_wai
     one still running only after its cancellation polling (a minute): a resync waiting for the broker must give way
     to the flag, so deleting a group takes seconds."""
     names = ["silent-a", "silent-b", "silent-c"]
-    with silent_broker() as (bootstrap, accepted):
+    with silent_broker(kube.cluster.network.node_ip) as (bootstrap, accepted):
         started = time.monotonic()
         for name in names:
             kube.apply(consumer_group(name, clients.unique(name), bootstrap), namespace)
@@ -410,9 +447,7 @@ def test_groups_on_a_silent_cluster_are_reported_at_once_and_deleted_without_wai
     assert "Traceback" not in operator.log_text()
 
 
-def test_status_continues_across_an_operator_restart(
-    kube: Kube, operator: RunningOperator, live_group, artifacts_dir: Path, events_topic: str
-) -> None:
+def test_status_continues_across_an_operator_restart(kube: Kube, operator: RunningOperator, live_group) -> None:
     namespace, name, _ = live_group
     before = wait_for(
         lambda: status_of(kube, namespace, name),
@@ -420,18 +455,21 @@ def test_status_continues_across_an_operator_restart(
         timeout=60,
         what="Ready",
     )
-    operator.stop()
-    again = start_operator(kube.kubeconfig, artifacts_dir / "operator", name="operator-2", events_topic=events_topic)
-    try:
-        after = wait_for(
-            lambda: status_of(kube, namespace, name),
-            lambda s: s.get("lastSyncTime", "") > before["lastSyncTime"] and s.get("memberCount") == 3,
-            timeout=30,
-            what="a resync by the restarted operator",
-        )
-        assert cond(after, "Ready")["lastTransitionTime"] == cond(before, "Ready")["lastTransitionTime"]
-    finally:
-        again.stop()
+    first = operator.replica()
+    kube.core.delete_namespaced_pod(first.pod, operator.namespace)  # the Deployment makes a new operator pod
+    (again,) = wait_for(
+        operator.replicas,
+        lambda found: len(found) == 1 and found[0].pod != first.pod and found[0].alive(),
+        timeout=120,
+        what="the Deployment's replacement operator pod alive",
+    )
+    after = wait_for(
+        lambda: status_of(kube, namespace, name),
+        lambda s: s.get("lastSyncTime", "") > before["lastSyncTime"] and s.get("memberCount") == 3,
+        timeout=30,
+        what=f"a resync by the restarted operator {again.pod}",
+    )
+    assert cond(after, "Ready")["lastTransitionTime"] == cond(before, "Ready")["lastTransitionTime"]
 
 
 def test_of_two_peered_operators_one_acts(

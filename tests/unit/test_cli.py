@@ -74,3 +74,21 @@ def test_the_base_install_runs_the_sidecar_and_names_missing_extras(argv: list[s
     assert done.returncode == code, done.stderr[-2000:]
     assert expected in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_operator_reads_its_own_settings_and_ignores_service_link_variables() -> None:
+    """Kubernetes adds `<SERVICE>_SERVICE_PORT_HTTPS`, `_PORT_443_TCP`... for each Service in the pod's namespace: a
+    release named vigil-operator has the Service vigil-operator-webhook, whose variables share the operator's
+    prefix. They are not settings (the operator crash-looped on them in its first real pod)."""
+    from vigil_operator import settings
+
+    env = {
+        "VIGIL_OPERATOR_RESYNC_SECONDS": "3",
+        "VIGIL_OPERATOR_WEBHOOK_SERVICE_PORT_HTTPS": "443",
+        "VIGIL_OPERATOR_WEBHOOK_PORT_443_TCP": "tcp://10.77.64.119:443",
+        "VIGIL_OPERATOR_WEBHOOK_SERVICE_HOST": "10.77.64.119",
+    }
+    loaded = settings.from_env(env)
+    assert loaded.resync_seconds == 3
+    with pytest.raises(ValueError, match="resync_seconds"):
+        settings.from_env({"VIGIL_OPERATOR_RESYNC_SECONDS": "0"})

@@ -211,6 +211,14 @@ def test_a_plain_pod_gets_a_native_sidecar_first_and_its_app_wired_to_it() -> No
     assert sidecar["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}
     assert "readinessProbe" not in sidecar
     assert "startupProbe" not in sidecar  # the app must not wait on vigil to start
+    # the Pod Security `restricted` standard, and a read-only root (the sidecar writes no file)
+    assert sidecar["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     assert sidecar["livenessProbe"]["httpGet"] == {"path": "/livez", "port": 7391}
     assert {(port["containerPort"], port["protocol"]) for port in sidecar["ports"]} == {
         (7390, "TCP"),

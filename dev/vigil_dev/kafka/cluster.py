@@ -189,7 +189,7 @@ class KafkaCluster:
         for node_id in wanted:
             process, client_port = self.process(node_id), by_id[node_id].client
             procs.wait_until(
-                functools.partial(ports.is_listening, client_port),
+                functools.partial(ports.is_listening, client_port, self.client_host),
                 timeout=timeout, what=f"kafka node {node_id} ({self.server_log(node_id)})",
                 exited=process.exited, log=self.server_log(node_id),
             )  # fmt: skip

@@ -101,6 +101,10 @@ class KubeCluster:
         """Where the kubelet writes container output: `<ns>_<pod>_<uid>/<container>/<restart>.log`."""
         return self.node.layout.pod_log_dir
 
+    def kept_pod_log_dir(self) -> Path:
+        """Links to the pod logs (`agent.keep_logs`), which outlive the pods: test artifacts."""
+        return self.log_dir / "pods-kept"
+
     @property
     def node(self) -> RealNode:
         ports = self.ports

@@ -11,7 +11,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from vigil_core import events
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
-from vigil_dev.testing.kube_fixtures import Kube
+from vigil_dev.testing.images import TESTAPPS
+from vigil_dev.testing.kube_fixtures import RESTRICTED_CONTAINER, Kube
 from vigil_dev.testing.waiting import wait_for
 
 CG = ("vigil.dev", "v1alpha1", "consumergroups")
@@ -61,10 +62,12 @@ def statefulset(
                     "containers": [
                         {
                             "name": "app",
-                            "image": "vigil-test/consumerapp:1",
+                            "image": TESTAPPS,
+                            "imagePullPolicy": "Never",
                             "command": APP,
                             "args": ["--group", group, "--topic", topic],
                             "env": app_env,
+                            "securityContext": RESTRICTED_CONTAINER,
                         }
                     ],
                 },
@@ -135,7 +138,7 @@ class ConsumerSet:
         self.group = clients.unique(f"set-{membership}")
         self.conn = kafka.connection()
         self.topic = clients.create_topic(self.conn, clients.unique("set"), partitions=partitions)
-        kube.core.create_namespace({"metadata": {"name": self.namespace}})
+        kube.create_namespace(self.namespace)
         cr_spec = {"membership": membership, "client": {"sessionTimeoutMs": session_ms, "heartbeatIntervalMs": 1000}}
         kube.apply(consumer_group(self.name, self.group, self.conn.bootstrap_servers, spec=cr_spec | (spec or {})),
                    self.namespace)  # fmt: skip

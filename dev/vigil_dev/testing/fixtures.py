@@ -14,7 +14,7 @@ import pytest
 
 from vigil_dev import procs
 from vigil_dev.errors import DevError
-from vigil_dev.kafka import cluster as kafka_cluster
+from vigil_dev.kafka import cluster as kafka_cluster_module
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.kafka.config import Security
 
@@ -35,10 +35,15 @@ def artifacts_dir(request: pytest.FixtureRequest) -> Path:
     return path
 
 
-def _cluster(artifacts: Path, name: str, brokers: int, security: Security) -> Iterator[KafkaCluster]:
+def kafka_cluster(
+    artifacts: Path, name: str, brokers: int, security: Security, *, client_host: str = "127.0.0.1"
+) -> Iterator[KafkaCluster]:
+    """A session's Kafka: fails the test (one line) if it cannot start; stopped and its data removed after."""
     state = artifacts / name
     try:
-        cluster = kafka_cluster.create(state, brokers=brokers, security=security, progress=lambda _: None)
+        cluster = kafka_cluster_module.create(
+            state, brokers=brokers, security=security, client_host=client_host, progress=lambda _: None
+        )
     except DevError as exc:
         pytest.fail(f"the real Kafka stack ({name}) could not start: {exc}", pytrace=False)
     try:
@@ -52,16 +57,16 @@ def _cluster(artifacts: Path, name: str, brokers: int, security: Security) -> It
 @pytest.fixture(scope="session")
 def kafka(artifacts_dir: Path) -> Iterator[KafkaCluster]:
     """One combined KRaft node, PLAINTEXT."""
-    yield from _cluster(artifacts_dir, "kafka", 1, Security.PLAINTEXT)
+    yield from kafka_cluster(artifacts_dir, "kafka", 1, Security.PLAINTEXT)
 
 
 @pytest.fixture(scope="session")
 def kafka3(artifacts_dir: Path) -> Iterator[KafkaCluster]:
     """Three combined nodes, offsets topic RF 3: coordinator failover can really happen."""
-    yield from _cluster(artifacts_dir, "kafka3", 3, Security.PLAINTEXT)
+    yield from kafka_cluster(artifacts_dir, "kafka3", 3, Security.PLAINTEXT)
 
 
 @pytest.fixture(scope="session")
 def kafka_secure(artifacts_dir: Path) -> Iterator[KafkaCluster]:
     """One node with SASL/SCRAM on the client listener and StandardAuthorizer ACLs."""
-    yield from _cluster(artifacts_dir, "kafka-secure", 1, Security.SASL_SCRAM)
+    yield from kafka_cluster(artifacts_dir, "kafka-secure", 1, Security.SASL_SCRAM)

@@ -10,6 +10,7 @@ start fails the test with one line naming what is missing. Logs stay under `test
 import contextlib
 import json
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -25,11 +26,24 @@ from kubernetes.dynamic import DynamicClient
 from vigil_dev.errors import DevError
 from vigil_dev.kube import controlplane
 from vigil_dev.kube.controlplane import KubeCluster
+from vigil_dev.kube.node import agent
 from vigil_dev.testing import images
 from vigil_dev.testing.waiting import wait_for
 
 Obj = dict[str, Any]
 FIELD_MANAGER = "vigil-tests"
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+"""Namespace labels: the apiserver's Pod Security admission refuses any pod short of the `restricted` standard."""
+RESTRICTED_CONTAINER: Obj = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""What a container needs to pass `restricted` (the images already run as a non-root user)."""
 
 
 @dataclass
@@ -86,6 +100,10 @@ class Kube:
             lambda: self.pod(namespace, name), accept, timeout=timeout, what=f"pod {namespace}/{name}: {what}"
         )
 
+    def create_namespace(self, name: str, *, restricted: bool = True) -> None:
+        """A namespace that enforces the `restricted` Pod Security Standard (unless told otherwise)."""
+        self.core.create_namespace({"metadata": {"name": name, "labels": RESTRICTED if restricted else {}}})
+
     def wait_ready(self, namespace: str, name: str, *, timeout: float) -> Obj:
         pod = self.wait_pod(namespace, name, lambda p: p is not None and pod_ready(p), timeout=timeout, what="Ready")
         assert pod is not None
@@ -95,22 +113,24 @@ class Kube:
     def node(self) -> str:
         return self.cluster.node_name
 
+    def _runs(self, namespace: str, pod: str, container: str) -> list[Path]:
+        """The container's log files, one per run: where the kubelet writes them, else the links the session's
+        log keeper made before the pod (and its logs) went."""
+        pattern = f"{namespace}_{pod}_*/{container}/*.log"
+        live, kept = self.cluster.pod_log_dir(), self.cluster.kept_pod_log_dir()
+        found = {p.relative_to(kept): p for p in kept.glob(pattern)}
+        found |= {p.relative_to(live): p for p in live.glob(pattern)}
+        return sorted(found.values(), key=lambda p: (p.stat().st_mtime, int(p.stem) if p.stem.isdigit() else -1))
+
     def container_log(self, namespace: str, pod: str, container: str) -> Path:
         """The log file of the container's latest run, as the kubelet writes it (CRI format: each line is
-        `<time> <stream> <F|P> <text>`); kept after the container restarts, removed with the pod."""
-        runs = sorted(
-            self.cluster.pod_log_dir().glob(f"{namespace}_{pod}_*/{container}/*.log"),
-            key=lambda p: (p.stat().st_mtime, p.name),
-        )
+        `<time> <stream> <F|P> <text>`)."""
+        runs = self._runs(namespace, pod, container)
         return runs[-1] if runs else self.cluster.pod_log_dir() / f"{namespace}_{pod}_-" / container / "0.log"
 
     def container_logs(self, namespace: str, pod: str, container: str) -> str:
         """Every run's output of the container, oldest first (what `kubectl logs` shows, and its earlier runs)."""
-        runs = sorted(
-            self.cluster.pod_log_dir().glob(f"{namespace}_{pod}_*/{container}/*.log"),
-            key=lambda p: int(p.stem) if p.stem.isdigit() else -1,
-        )
-        return "".join(run.read_text(errors="replace") for run in runs)
+        return "".join(run.read_text(errors="replace") for run in self._runs(namespace, pod, container))
 
     def container_pid(self, pod: Mapping[str, Any] | None, name: str) -> int | None:
         """The host pid of the container's running process (containerd's task for its `containerID`)."""
@@ -184,15 +204,29 @@ def kube(artifacts_dir: Path) -> Iterator[Kube]:
         pytest.fail(f"the real Kubernetes cluster could not start: {exc}", pytrace=False)
     loader: Any = config
     api = loader.new_client_from_config(config_file=str(cluster.kubeconfig))
+    keeping = threading.Event()
+    keeper = threading.Thread(target=_keep_logs, args=(cluster, keeping), daemon=True, name="pod-log-keeper")
+    keeper.start()
     try:
         yield Kube(cluster, api)
     finally:
         api.close()
+        keeping.set()
+        keeper.join(timeout=10)
         cluster.stop()
         shutil.rmtree(cluster.home / "etcd", ignore_errors=True)
         shutil.rmtree(cluster.node.layout.containerd_dir / "root", ignore_errors=True)  # image layers: large
     if leftovers := cluster.leftovers():
         pytest.fail(f"the real node left behind: {'; '.join(leftovers)}", pytrace=False)
+
+
+def _keep_logs(cluster: KubeCluster, stop: threading.Event) -> None:
+    """Every second, link new pod log files where the kubelet does not delete them (test artifacts)."""
+    while True:
+        agent.keep_logs(cluster.pod_log_dir(), cluster.kept_pod_log_dir())
+        if stop.wait(1.0):
+            agent.keep_logs(cluster.pod_log_dir(), cluster.kept_pod_log_dir())
+            return
 
 
 @pytest.fixture

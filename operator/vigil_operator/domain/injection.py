@@ -54,6 +54,17 @@ SECRET_VOLUME_PREFIX: Final = "vigil-kafka-"  # noqa: S105 - a volume name, not 
 Obj = dict[str, Any]
 
 
+SIDECAR_SECURITY_CONTEXT: Final = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""The Pod Security `restricted` standard, and a read-only root: the sidecar writes no file. The image's user
+(65532) satisfies runAsNonRoot; no runAsUser is set, so a group's own image with another non-root user works."""
+
+
 def _default_resources() -> dict[str, dict[str, int | str]]:
     return {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}
 
@@ -468,11 +479,7 @@ def sidecar_container(
             "timeoutSeconds": 1,
             "failureThreshold": 3,
         },
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": copy.deepcopy(SIDECAR_SECURITY_CONTEXT),
     }
     if volumes:
         container["volumeMounts"] = [

@@ -179,6 +179,22 @@ class RealNode:
                     link.unlink()
 
 
+def keep_logs(live: Path, kept: Path) -> int:
+    """Hard-link every container log file under `live` (the kubelet's podLogsDir) into the same place under
+    `kept`: the kubelet deletes a pod's logs with the pod, a link keeps their content (it appends to the same
+    inode until it rotates to a new file, which is linked on the next call). Returns the number of new links."""
+    linked = 0
+    for source in live.glob("*/*/*.log"):
+        target = kept / source.relative_to(live)
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # gone meanwhile, or rotated
+            target.hardlink_to(source)
+            linked += 1
+    return linked
+
+
 def _http_ok(url: str) -> bool:
     import urllib.request  # noqa: PLC0415 - only for the readiness check
 

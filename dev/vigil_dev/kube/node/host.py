@@ -129,7 +129,7 @@ def network_up(network: Network) -> None:
         }
         MACHINE_STATE.write_text(json.dumps(before) + "\n")
     _ip(["link", "add", NODE_INTERFACE, "type", "bridge"], ok_if="File exists")
-    _ip(["addr", "add", f"{network.node_ip}/32", "dev", NODE_INTERFACE], ok_if="File exists")
+    _ip(["addr", "replace", f"{network.node_ip}/32", "dev", NODE_INTERFACE])
     _ip(["link", "set", NODE_INTERFACE, "up"])
     _ip(["route", "replace", network.cidr, "dev", NODE_INTERFACE, "src", network.node_ip])
 

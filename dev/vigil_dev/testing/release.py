@@ -1,0 +1,203 @@
+"""vigil installed as users install it: `helm install` of charts/vigil into the test cluster, the operator running
+in pods from the vigil-operator image on the real node, its webhook called by the apiserver through its Service.
+
+`install_operator` returns a `RunningOperator` whose replicas are read through their pods: kopf's liveness JSON
+and Prometheus `/metrics` on the pod IP (the host reaches the pod network through the pod bridge), the container
+logs the kubelet writes, and a SIGKILL of the container's process for a crash the kubelet then restarts.
+"""
+
+import json
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from vigil_dev.testing.chart import CHART, Tools
+from vigil_dev.testing.kube_fixtures import Kube, container_status, pod_ready
+from vigil_dev.testing.waiting import wait_for
+
+LIVENESS_PORT = 8080
+METRICS_PORT = 8081
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One operator pod (by name: a Deployment's replacement pod is another Replica)."""
+
+    kube: Kube
+    namespace: str
+    pod: str
+
+    @property
+    def name(self) -> str:
+        return self.pod
+
+    def _ip(self) -> str | None:
+        pod = self.kube.pod(self.namespace, self.pod) or {}
+        ip = pod.get("status", {}).get("podIP")
+        return str(ip) if ip else None
+
+    def _get(self, port: int, path: str) -> bytes | None:
+        ip = self._ip()
+        if ip is None:
+            return None
+        try:
+            with urllib.request.urlopen(f"http://{ip}:{port}{path}", timeout=2) as response:
+                return bytes(response.read())
+        except (urllib.error.URLError, OSError):
+            return None
+
+    def alive(self) -> bool:
+        return self._get(LIVENESS_PORT, "/healthz") is not None
+
+    def probe(self) -> dict[str, object]:
+        """kopf's liveness JSON (its counting probes: `resyncs`, `kafka_requests`, ...); {} when down."""
+        body = self._get(LIVENESS_PORT, "/healthz")
+        try:
+            result: dict[str, object] = json.loads(body or b"{}")
+        except ValueError:
+            return {}
+        return result
+
+    def count(self, probe_id: str) -> int:
+        value = self.probe().get(probe_id, 0)
+        return value if isinstance(value, int) else 0
+
+    def resyncs(self) -> int:
+        return self.count("resyncs")
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample of the replica's Prometheus `/metrics`, 0 when absent or down."""
+        text = (self._get(METRICS_PORT, "/metrics") or b"").decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return float(sample.value)
+        return 0.0
+
+    def log_text(self) -> str:
+        """Everything the operator container printed, across its restarts."""
+        return self.kube.container_logs(self.namespace, self.pod, "operator")
+
+    def kill(self) -> int:
+        """SIGKILL the operator's process (a crash, not a deletion: the kubelet restarts the container)."""
+        pid = self.kube.container_pid(self.kube.pod(self.namespace, self.pod), "operator")
+        if pid is None:
+            raise AssertionError(f"operator pod {self.namespace}/{self.pod} runs no operator process to kill")
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def restarts(self) -> int:
+        return int((container_status(self.kube.pod(self.namespace, self.pod), "operator") or {}).get("restartCount", 0))
+
+
+@dataclass(frozen=True)
+class RunningOperator:
+    """A Helm release of vigil: its operator replicas and the tools that installed it."""
+
+    kube: Kube
+    tools: Tools
+    release: str
+    namespace: str
+
+    @property
+    def name(self) -> str:
+        return self.release
+
+    @property
+    def log(self) -> str:
+        """Where to look (for messages): the release's pod logs."""
+        return f"kubectl logs -n {self.namespace} -l app.kubernetes.io/instance={self.release}"
+
+    def replicas(self) -> list[Replica]:
+        """The operator pods of the release that are not being deleted, oldest first."""
+        selector = f"app.kubernetes.io/instance={self.release},app.kubernetes.io/component=operator"
+        pods = self.kube.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        live = [p for p in pods if p.metadata.deletion_timestamp is None]
+        live.sort(key=lambda p: p.metadata.creation_timestamp)
+        return [Replica(self.kube, self.namespace, p.metadata.name) for p in live]
+
+    def replica(self) -> Replica:
+        """The one replica of a single-replica release."""
+        replicas = self.replicas()
+        if len(replicas) != 1:
+            raise AssertionError(f"release {self.release}: {len(replicas)} operator pods, expected 1")
+        return replicas[0]
+
+    # single-replica conveniences, as the tests read them
+    def alive(self) -> bool:
+        return any(r.alive() for r in self.replicas())
+
+    def probe(self) -> dict[str, object]:
+        return self.replica().probe()
+
+    def count(self, probe_id: str) -> int:
+        return self.replica().count(probe_id)
+
+    def resyncs(self) -> int:
+        return self.replica().resyncs()
+
+    def metric(self, name: str, **labels: str) -> float:
+        return self.replica().metric(name, **labels)
+
+    def log_text(self) -> str:
+        return "".join(r.log_text() for r in self.replicas())
+
+    def wait_ready(self, replicas: int = 1, *, timeout: float = 120) -> list[Replica]:
+        """Until `replicas` operator pods are Ready and answer on their liveness port."""
+        return wait_for(
+            self.replicas,
+            lambda found: (
+                len(found) == replicas
+                and all(pod_ready(self.kube.pod(self.namespace, r.pod)) and r.alive() for r in found)
+            ),
+            timeout=timeout,
+            what=f"release {self.release}: {replicas} operator pod(s) Ready and alive ({self.log})",
+        )
+
+    def stop(self) -> None:
+        """helm uninstall, waiting until its objects (and pods) are gone."""
+        self.tools.helm("uninstall", self.release, "--namespace", self.namespace, "--wait", "--timeout", "120s",
+                        timeout=180)  # fmt: skip
+
+
+def install_operator(
+    kube: Kube,
+    tools: Tools,
+    release: str,
+    *,
+    namespace: str = "vigil-system",
+    events_topic: str = "",
+    resync_seconds: float = 3,
+    replicas: int = 1,
+    values: Mapping[str, Any] | None = None,
+    timeout: float = 180,
+) -> RunningOperator:
+    """`helm install <release> charts/vigil` with the images the node holds (pull policy Never), then wait until
+    the operator pods are Ready. `values` are merged over the test defaults (one level deep)."""
+    defaults: dict[str, Any] = {
+        "operator": {
+            "image": {"pullPolicy": "Never"},
+            "resyncSeconds": int(resync_seconds),
+            "eventsTopic": events_topic,
+            "replicas": replicas,
+        },
+        "webhook": {"enabled": replicas == 1},
+    }
+    for key, value in (values or {}).items():
+        defaults[key] = {**defaults.get(key, {}), **value} if isinstance(value, dict) else value
+    path = tools.values_file(release, defaults)
+    began = time.monotonic()
+    tools.helm(
+        "install", release, str(CHART), "--namespace", namespace, "--create-namespace", "-f", str(path),
+        "--wait", "--timeout", f"{int(timeout)}s", timeout=timeout + 30,
+    ).check()  # fmt: skip
+    running = RunningOperator(kube, tools, release, namespace)
+    running.wait_ready(replicas, timeout=max(10.0, timeout - (time.monotonic() - began)))
+    return running
