@@ -7,12 +7,13 @@ from pathlib import Path
 from vigil_dev import paths, stack
 from vigil_dev.errors import DevError
 from vigil_dev.kafka.config import Security
+from vigil_dev.testing import images
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="dev_command", required=True, metavar="{up,down,status}")
     for name, text in (
-        ("up", "start Kafka and Kubernetes (control plane + a fakelet node) on free loopback ports"),
+        ("up", "start Kafka and Kubernetes (control plane + a real node holding vigil's images, `make images`)"),
         ("down", "stop what `up` started; logs are kept"),
         ("status", "name each part and whether it runs; exit 1 if any is down"),
     ):
@@ -35,9 +36,10 @@ def run(args: argparse.Namespace) -> int:
     state_dir: Path = args.state_dir.expanduser().resolve()
     try:
         if args.dev_command == "up":
+            archives = [] if args.no_kube else images.archives(progress=print)
             path = stack.up(
                 state_dir, brokers=args.brokers, security=Security(args.security),
-                kafka=not args.no_kafka, kube=not args.no_kube,
+                kafka=not args.no_kafka, kube=not args.no_kube, archives=archives,
             )  # fmt: skip
             print(f"env file: {path}  (use: set -a; . {path}; set +a)")
             return 0

@@ -1,9 +1,10 @@
 """`vigil demo` / `make demo`: the whole story on the real local stack, narrated step by step.
 
-1. Kafka, a Kubernetes control plane and a fakelet node; the ConsumerGroup CRD and the operator (it manages its
-   admission webhook here; the chart owns it in production).
-2. A 3-pod static consumer group on a StatefulSet (`updateStrategy: OnDelete`, each pod labelled for injection):
-   the webhook adds the sidecar to every pod, the fakelet runs them as processes, records keep arriving.
+1. Kafka, a Kubernetes control plane and a real node (kubelet, containerd, runc) holding vigil's images; vigil
+   installed with `helm install` of charts/vigil (its operator in a pod, its webhook behind a Service).
+2. A 3-pod static consumer group on a StatefulSet (`updateStrategy: OnDelete`, each pod labelled for injection),
+   in a namespace that enforces the `restricted` Pod Security Standard: the webhook adds the sidecar to every
+   pod, the kubelet runs them as containers, records keep arriving.
 3. A stall: one app stops polling (its librdkafka keeps heartbeating — stalled but alive, stock Kafka never
    notices). Its sidecar sees no poll for the stall timeout and fails the app's liveness probe; the app container
    is restarted; its heartbeats are bridged meanwhile, so the group does not even rebalance.
@@ -29,11 +30,12 @@ from vigil_dev import paths, stack
 from vigil_dev.errors import DevError
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.kube.controlplane import KubeCluster
-from vigil_dev.testing import clients
+from vigil_dev.testing import clients, images
 from vigil_dev.testing.broker_log import generations
+from vigil_dev.testing.chart import Tools
 from vigil_dev.testing.e2e import CG, ConsumerSet, Producing
 from vigil_dev.testing.kube_fixtures import Kube, container_status
-from vigil_dev.testing.operator import RunningOperator, start_operator
+from vigil_dev.testing.release import install_operator
 from vigil_dev.testing.waiting import WaitTimeoutError, wait_for
 from vigil_operator import crd
 from vigil_operator.domain.injection import SIDECAR_NAME
@@ -44,6 +46,8 @@ PARTITIONS = 6
 SESSION_MS = 10_000
 STARTUP = 15
 """Each app needs this long to start (like a real one warming up): longer than the session timeout."""
+RELEASE = "vigil"
+"""The Helm release and its namespace, as the README's quickstart names them."""
 
 
 class MissedBoundError(Exception):
@@ -54,10 +58,10 @@ def run() -> int:
     state = paths.cache_dir() / "demo"
     started = time.monotonic()
     subprocess.run(["rm", "-rf", str(state)], check=False)  # a previous demo's state (its stack is down)
-    operator: RunningOperator | None = None
     try:
-        _say("1. starting Kafka, a Kubernetes control plane and a fakelet node ...")
-        stack.up(state, progress=lambda line: _say(f"   {line}"))
+        _say("1. building vigil's images (cached), starting Kafka, a Kubernetes control plane and a real node ...")
+        archives = images.archives(progress=lambda line: _say(f"   {line}"))
+        stack.up(state, archives=archives, progress=lambda line: _say(f"   {line}"))
         kafka = KafkaCluster.load(state)
         cluster = KubeCluster.load(state)
         if kafka is None or cluster is None:
@@ -67,8 +71,10 @@ def run() -> int:
         events_topic = clients.create_topic(kafka.connection(), "vigil-events", partitions=3)
         kube.apply(crd.load())
         wait_for(lambda: _served(kube), timeout=30, what="the ConsumerGroup CRD served")
-        operator = start_operator(kube.kubeconfig, state / "operator", events_topic=events_topic)
-        _say(f"   CRD applied; operator running (log: {operator.log})")
+        kube.create_namespace(RELEASE)
+        tools = Tools.from_binaries(cluster.binaries, cluster.kubeconfig, state / "helm-home")
+        installed = install_operator(kube, tools, RELEASE, namespace=RELEASE, events_topic=events_topic)
+        _say(f"   helm install {RELEASE} charts/vigil: operator pod {installed.replica().pod} running")
         _story(kube, kafka, events_topic, state)
         _say(f"done in {time.monotonic() - started:.0f}s")
         return 0
@@ -76,8 +82,6 @@ def run() -> int:
         print(f"vigil demo: {exc}", file=sys.stderr)
         return 1
     finally:
-        if operator is not None:
-            operator.stop()
         stopped = stack.down(state)
         _say(f"stack down ({', '.join(stopped) or 'nothing was running'}); logs kept in {state}")
 

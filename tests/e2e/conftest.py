@@ -64,11 +64,13 @@ def crds(kube: Kube) -> None:
 def operator(
     kube: Kube, tools: Tools, crds: None, events_topic: str, request: pytest.FixtureRequest
 ) -> Iterator[RunningOperator]:
-    """vigil installed by Helm for one test module (release and namespace `vigil-<module>`), uninstalled after."""
+    """vigil installed by Helm for one test module (release and namespace `vigil-<module>`), uninstalled after; a
+    module's `OPERATOR_VALUES` (chart values) are merged over the test defaults."""
     module = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_").replace("_", "-")
     release = f"vigil-{module}"[:40]
     kube.create_namespace(release)
-    running = install_operator(kube, tools, release, namespace=release, events_topic=events_topic)
+    values = getattr(request.module, "OPERATOR_VALUES", None)
+    running = install_operator(kube, tools, release, namespace=release, events_topic=events_topic, values=values)
     try:
         yield running
     finally:

@@ -1,5 +1,5 @@
-"""Immediate cleanup of departed members (issue #8) end to end: the operator as a real process, fakelet pods running
-real consumers with injected sidecars, real Kafka. The consumers' session timeout is 30 s, so a member the
+"""Immediate cleanup of departed members (issue #8) end to end: the operator installed by Helm, pods on the real
+node running real consumers with injected sidecars, real Kafka. The consumers' session timeout is 30 s, so a member the
 coordinator had to expire by itself would keep its partitions unconsumed for 30 s; vigil removes it at once.
 
 Times are measured from the act (kill -9, the replicas patch) to the broker's own DescribeGroups showing the group
@@ -22,8 +22,8 @@ from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import broker_lines
 from vigil_dev.testing.budget import read_ledger
 from vigil_dev.testing.e2e import ConsumerSet, events_for, status_of
-from vigil_dev.testing.kube_fixtures import Fakelet, Kube, container_pid
-from vigil_dev.testing.operator import RunningOperator
+from vigil_dev.testing.kube_fixtures import Kube
+from vigil_dev.testing.release import RunningOperator
 from vigil_dev.testing.waiting import wait_for
 from vigil_sidecar.budget import ledger as lg
 
@@ -78,9 +78,7 @@ class Group(ConsumerSet):
 
 
 @pytest.fixture
-def make_group(
-    kube: Kube, fakelet: Fakelet, kafka: KafkaCluster, operator: RunningOperator
-) -> Iterator[Callable[..., Group]]:
+def make_group(kube: Kube, kafka: KafkaCluster, operator: RunningOperator) -> Iterator[Callable[..., Group]]:
     made: list[Group] = []
 
     def make(replicas: int, membership: str, protocol: str = "classic") -> Group:
@@ -104,7 +102,7 @@ def test_a_killed_dynamic_members_partitions_move_at_once(
     victim = f"{g.name}-1"
     old = members[victim]["memberId"]
     removed_before = operator.count("departures_removed")
-    pid = container_pid(kube.pod(g.namespace, victim), "app")
+    pid = kube.container_pid(kube.pod(g.namespace, victim), "app")
     assert pid is not None
 
     os.kill(pid, signal.SIGKILL)  # no LeaveGroup: stock, the member keeps its partitions for its session
@@ -170,9 +168,9 @@ def test_scaling_a_static_group_down_removes_the_departed_members_at_once(
 
 
 def test_a_crash_looping_static_member_is_removed_once_per_window(
-    kube: Kube, kafka: KafkaCluster, fakelet: Fakelet, operator: RunningOperator
+    kube: Kube, kafka: KafkaCluster, operator: RunningOperator
 ) -> None:
-    """The app of pod orders-1 exits 3 s after each assignment (no LeaveGroup: a crash); the fakelet restarts it
+    """The app of pod orders-1 exits 3 s after each assignment (no LeaveGroup: a crash); the kubelet restarts it
     with the kubelet's growing back-off, showing CrashLoopBackOff after the second end. Static members keep their
     partitions through a session timeout (30 s here): vigil removes the member once, not at every loop."""
     s = ConsumerSet(kube, kafka, replicas=2, membership="static", session_ms=SESSION_MS, partitions=PARTITIONS,

@@ -5,10 +5,12 @@ The files are read from disk and changed only where this machine differs from a 
 asserts that what it replaces is there, so an example that drifts fails here instead of being patched silently):
 - the ConsumerGroup (examples/consumergroups/static-statefulset.yaml): `spec.groupId` and
   `spec.kafka.bootstrapServers` → this test's unique group and the local broker;
-- the StatefulSet (examples/consumer/statefulset.yaml), app container only: the image → `python:3.11-slim` (the
-  fakelet runs `python` images with this virtualenv's interpreter, where vigil's helper is installed), the
-  script `/app/app.py` in its command → this checkout's examples/consumer/app.py, and the values of
+- the StatefulSet (examples/consumer/statefulset.yaml), app container only: the image → vigil's test image (it
+  holds vigil's base install, as the example's Dockerfile builds it), with this checkout's
+  examples/consumer/app.py mounted at /app from a ConfigMap instead of built in, and the values of
   KAFKA_BOOTSTRAP_SERVERS, KAFKA_GROUP_ID and KAFKA_TOPICS → the local broker, the group and a fresh topic.
+
+The pods run on the real node, in a namespace that enforces the `restricted` Pod Security Standard.
 
 The ConsumerGroups under examples/consumergroups/ are dry-run against the apiserver by
 tests/integration/test_crd_apiserver.py; every other manifest under examples/ is dry-run here.
@@ -30,8 +32,9 @@ from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import generations
 from vigil_dev.testing.chart import Tools
 from vigil_dev.testing.e2e import cond, events_for, status_of, wait_injecting
-from vigil_dev.testing.kube_fixtures import Fakelet, Kube, pod_ready
-from vigil_dev.testing.operator import RunningOperator
+from vigil_dev.testing.images import TESTAPPS
+from vigil_dev.testing.kube_fixtures import Kube, pod_ready
+from vigil_dev.testing.release import RunningOperator
 from vigil_dev.testing.waiting import wait_for
 from vigil_operator.domain.injection import APP_PROBE_PATH, GROUP_ANNOTATION, INJECT_LABEL, SIDECAR_NAME
 
@@ -44,8 +47,8 @@ APP = EXAMPLES / "consumer" / "app.py"
 DOCKERFILE = EXAMPLES / "consumer" / "Dockerfile"
 MANIFESTS = sorted(p for p in EXAMPLES.rglob("*.yaml") if "consumergroups" not in p.relative_to(EXAMPLES).parts)
 
-FAKELET_IMAGE = "python:3.11-slim"
 IMAGE_SCRIPT = "/app/app.py"
+SCRIPT_CONFIGMAP = "payments-app"
 PARTITIONS = 6
 RECORDS = 60
 """Produced twice (before the pods start, then once the group is Stable), spread evenly over the partitions."""
@@ -67,8 +70,10 @@ def statefulset(group: str, topic: str, bootstrap: str) -> Obj:
     sts: Obj = yaml.safe_load(STATEFULSET.read_text())
     [app] = [c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "app"]
     assert IMAGE_SCRIPT in app["command"], app["command"]
-    app["image"] = FAKELET_IMAGE
-    app["command"] = [str(APP) if arg == IMAGE_SCRIPT else arg for arg in app["command"]]
+    app["image"], app["imagePullPolicy"] = TESTAPPS, "Never"
+    app.setdefault("volumeMounts", []).append({"name": "app", "mountPath": str(Path(IMAGE_SCRIPT).parent)})
+    volume = {"name": "app", "configMap": {"name": SCRIPT_CONFIGMAP}}
+    sts["spec"]["template"]["spec"].setdefault("volumes", []).append(volume)
     replace = {"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_GROUP_ID": group, "KAFKA_TOPICS": topic}
     env = {e["name"]: e for e in app["env"]}
     assert replace.keys() <= env.keys(), sorted(env)
@@ -78,11 +83,6 @@ def statefulset(group: str, topic: str, bootstrap: str) -> Obj:
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def tools(kube: Kube, tmp_path: Path) -> Tools:
-    return Tools.from_binaries(kube.cluster.binaries, kube.kubeconfig, tmp_path / "home")
 
 
 def kubectl_table(tools: Tools, *args: str) -> list[dict[str, str]]:
@@ -184,15 +184,16 @@ def payments(kube: Kube, kafka: KafkaCluster, operator: RunningOperator, tools: 
     clients.produce_spread(conn, topic, [f"before-{i}" for i in range(RECORDS)], PARTITIONS)
     cr = yaml.safe_dump(consumer_group(group, conn.bootstrap_servers))
     tools.kubectl("apply", "-n", namespace, "-f", "-", stdin=cr).check()
+    tools.kubectl("create", "configmap", SCRIPT_CONFIGMAP, "-n", namespace, f"--from-file={APP}").check()
     sts = statefulset(group, topic, conn.bootstrap_servers)
     wait_injecting(kube, namespace, sts)  # the webhook knows the ConsumerGroup once it is in the operator's index
     tools.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(sts)).check()
     return Payments(namespace, group, topic, tools)
 
 
-def wait_stable(kafka: KafkaCluster, fakelet: Fakelet, p: Payments) -> None:
+def wait_stable(kube: Kube, kafka: KafkaCluster, p: Payments) -> None:
     """The broker: Stable, one static member per pod (client id = pod name), every partition assigned."""
-    logs = fakelet.container_log(p.namespace, p.pods[0], "app").parent.parent
+    logs = kube.container_log(p.namespace, p.pods[0], "app").parent.parent
     wait_for(
         lambda: broker_view(kafka, p.group),
         lambda v: v == ("STABLE", p.instance_ids, PARTITIONS),
@@ -212,10 +213,10 @@ def wait_consumed(kafka: KafkaCluster, p: Payments, produced: int) -> None:
 
 
 def test_the_example_app_consumes_as_a_static_group_vigil_watches(
-    kube: Kube, kafka: KafkaCluster, fakelet: Fakelet, payments: Payments
+    kube: Kube, kafka: KafkaCluster, payments: Payments
 ) -> None:
     p = payments
-    wait_stable(kafka, fakelet, p)
+    wait_stable(kube, kafka, p)
     clients.produce_spread(kafka.connection(), p.topic, [f"after-{i}" for i in range(RECORDS)], PARTITIONS)
     wait_consumed(kafka, p, 2 * RECORDS)  # produced before and after the group formed
 
@@ -259,17 +260,17 @@ def test_the_example_app_consumes_as_a_static_group_vigil_watches(
 
 
 def test_a_deleted_pod_closes_its_app_and_the_replacement_rejoins_without_a_rebalance(
-    kube: Kube, kafka: KafkaCluster, fakelet: Fakelet, payments: Payments
+    kube: Kube, kafka: KafkaCluster, payments: Payments
 ) -> None:
     """SIGTERM → the app finishes its batch, commits and closes; the StatefulSet's new pod has the same name, so
     its app takes the same static member back: the broker stabilizes no new generation."""
     p = payments
-    wait_stable(kafka, fakelet, p)
+    wait_stable(kube, kafka, p)
     victim = p.pods[-1]
     old = {m.group_instance_id: m.member_id for m in clients.describe_group(kafka.connection(), p.group).members}
     before = generations(kafka, p.group)
     uid = kube.wait_ready(p.namespace, victim, timeout=30)["metadata"]["uid"]
-    app_log = fakelet.container_log(p.namespace, victim, "app")
+    app_log = kube.container_log(p.namespace, victim, "app")
 
     kube.core.delete_namespaced_pod(victim, p.namespace)
     wait_for(
@@ -285,7 +286,7 @@ def test_a_deleted_pod_closes_its_app_and_the_replacement_rejoins_without_a_reba
         timeout=60,
         what=f"{instance} held by the replacement's new member",
     )
-    wait_stable(kafka, fakelet, p)
+    wait_stable(kube, kafka, p)
     clients.produce_spread(kafka.connection(), p.topic, [f"after-{i}" for i in range(RECORDS)], PARTITIONS)
     wait_consumed(kafka, p, 2 * RECORDS)
     assert generations(kafka, p.group) == before, "the restart rebalanced the group"

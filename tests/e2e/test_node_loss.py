@@ -1,5 +1,5 @@
-"""A lost node end to end (issue #8): the fakelet is frozen (SIGSTOP), so the node controller marks node-1 NotReady
-and its pods not Ready, while the consumers' processes keep running — a partitioned kubelet. One app is frozen too
+"""A lost node end to end (issue #8): the real node's kubelet is frozen (SIGSTOP), so the node controller marks the
+node NotReady and its pods not Ready, while the containers keep running — a partitioned kubelet. One app is frozen too
 (it stops consuming; its session is 120 s, so stock Kafka keeps its partitions for two minutes); the other keeps
 consuming. vigil removes only the member that stopped committing with records waiting, after the grace.
 
@@ -18,8 +18,8 @@ from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import broker_lines
 from vigil_dev.testing.budget import read_ledger
 from vigil_dev.testing.e2e import ConsumerSet, Producing, events_for
-from vigil_dev.testing.kube_fixtures import Fakelet, Kube, condition, container_pid
-from vigil_dev.testing.operator import RunningOperator
+from vigil_dev.testing.kube_fixtures import Kube, condition
+from vigil_dev.testing.release import RunningOperator
 from vigil_dev.testing.waiting import wait_for
 from vigil_sidecar.budget import ledger as lg
 
@@ -31,19 +31,19 @@ LEFT = r"\[Group {g}\] Member (\S+) has left group through explicit `LeaveGroup`
 
 
 @pytest.fixture
-def frozen(kube: Kube, fakelet: Fakelet) -> Iterator[list[int]]:
-    """Pids to SIGSTOP for the test; the fakelet's first. All are continued afterwards, and the node is Ready
+def frozen(kube: Kube) -> Iterator[list[int]]:
+    """Pids to SIGSTOP for the test; the kubelet's first. All are continued afterwards, and the node is Ready
     again before the next test."""
     stopped: list[int] = []
     yield stopped
     for pid in stopped:
         os.kill(pid, signal.SIGCONT)
-    wait_for(lambda: kube.core.read_node(fakelet.node).to_dict(), lambda n: condition(n, "Ready"), timeout=60,
-             what=f"{fakelet.node} Ready again")  # fmt: skip
+    wait_for(lambda: kube.core.read_node(kube.node).to_dict(), lambda n: condition(n, "Ready"), timeout=60,
+             what=f"{kube.node} Ready again")  # fmt: skip
 
 
 def test_a_lost_node_removes_only_the_member_that_stopped_consuming(
-    kube: Kube, kafka: KafkaCluster, fakelet: Fakelet, operator: RunningOperator, frozen: list[int]
+    kube: Kube, kafka: KafkaCluster, operator: RunningOperator, frozen: list[int]
 ) -> None:
     liveness = {"stallTimeoutSeconds": 6, "action": "alert", "nodeLostGraceSeconds": GRACE}
     s = ConsumerSet(kube, kafka, replicas=2, membership="dynamic", session_ms=SESSION_MS, partitions=4,
@@ -55,13 +55,13 @@ def test_a_lost_node_removes_only_the_member_that_stopped_consuming(
         wait_for(lambda: clients.committed(s.conn, s.group), lambda c: len(c) == s.partitions, timeout=30,
                  what=f"{s.group}: a commit on each of the {s.partitions} partitions")  # fmt: skip
         victim, healthy = members["orders-1"]["memberId"], members["orders-0"]["memberId"]
-        app = container_pid(kube.pod(s.namespace, "orders-1"), "app")
-        fakelet_pid = kube.cluster.process(f"fakelet-{fakelet.node}").pid()
+        app = kube.container_pid(kube.pod(s.namespace, "orders-1"), "app")
+        kubelet = kube.cluster.process("kubelet").pid()
         assert app is not None
-        assert fakelet_pid is not None
+        assert kubelet is not None
 
-        os.kill(fakelet_pid, signal.SIGSTOP)  # the node stops reporting; its pods' processes run on
-        frozen.append(fakelet_pid)
+        os.kill(kubelet, signal.SIGSTOP)  # the node stops reporting; its containers run on
+        frozen.append(kubelet)
         os.kill(app, signal.SIGSTOP)  # this consumer stops consuming (and heartbeating: 120 s to expiry)
         frozen.append(app)
         stopped = time.monotonic()
@@ -74,14 +74,14 @@ def test_a_lost_node_removes_only_the_member_that_stopped_consuming(
                                what=f"{s.group}: vigil removing {victim} of the frozen app")  # fmt: skip
         except AssertionError:  # what the operator judged by, for the artifact
             pod = kube.pod(s.namespace, "orders-1") or {}
-            node = kube.core.read_node(fakelet.node).to_dict()
+            node = kube.core.read_node(kube.node).to_dict()
             print("pod conditions:", (pod.get("status") or {}).get("conditions"))
             print("node conditions:", node["status"]["conditions"])
             print("status:", s.status())
             raise
         took = time.monotonic() - stopped
         print(f"lost node: the frozen member removed {took:.0f}s after the freeze (session {SESSION_MS / 1000:.0f}s)")
-        assert removed[victim].startswith(f"vigil: node {fakelet.node} of pod orders-1 not Ready for ")
+        assert removed[victim].startswith(f"vigil: node {kube.node} of pod orders-1 not Ready for ")
         assert "record(s) waiting" in removed[victim]
         assert healthy not in removed  # the consumer on the same lost node that kept committing stays
         wait_for(lambda: s.settled_without({victim}), timeout=30,

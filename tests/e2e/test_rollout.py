@@ -1,4 +1,4 @@
-"""Coordinated restarts of a static group (issue #8) end to end: the operator as a real process, a 4-pod static
+"""Coordinated restarts of a static group (issue #8) end to end: the operator installed by Helm, a 4-pod static
 StatefulSet (`updateStrategy: OnDelete`) of real consumers with injected sidecars, real Kafka.
 
 Each consumer needs 15 s to start and its session timeout is 10 s: a pod restart outlasts the session, so
@@ -22,8 +22,8 @@ from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import broker_lines, generations
 from vigil_dev.testing.e2e import ConsumerSet, cond, consumer_group, events_for, statefulset, topic_events
-from vigil_dev.testing.kube_fixtures import Fakelet, Kube
-from vigil_dev.testing.operator import RunningOperator
+from vigil_dev.testing.kube_fixtures import Kube
+from vigil_dev.testing.release import RunningOperator
 from vigil_dev.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
@@ -34,9 +34,7 @@ REPLICAS = 4
 
 
 @pytest.fixture
-def make_set(
-    kube: Kube, fakelet: Fakelet, kafka: KafkaCluster, operator: RunningOperator
-) -> Iterator[Callable[..., ConsumerSet]]:
+def make_set(kube: Kube, kafka: KafkaCluster, operator: RunningOperator) -> Iterator[Callable[..., ConsumerSet]]:
     made: list[ConsumerSet] = []
 
     def make(**options: object) -> ConsumerSet:
@@ -217,14 +215,14 @@ def test_without_coordination_a_kip848_restart_moves_the_epoch(
 
 
 def test_pods_without_the_sidecar_are_re_rolled_to_get_it(
-    kube: Kube, fakelet: Fakelet, kafka: KafkaCluster, operator: RunningOperator
+    kube: Kube, kafka: KafkaCluster, operator: RunningOperator
 ) -> None:
     """The consumers started before their ConsumerGroup existed, so the webhook admitted them unchanged: no sidecar.
     A Coordinated group re-rolls them (without a bridge: there is no sidecar to learn the generation from)."""
     namespace, name, replicas = f"t-{uuid.uuid4().hex[:10]}", "orders", 2
     conn = kafka.connection()
     group, topic = clients.unique("reroll"), clients.create_topic(conn, clients.unique("reroll"), partitions=4)
-    kube.core.create_namespace({"metadata": {"name": namespace}})
+    kube.create_namespace(namespace)
     try:
         workload = statefulset(name, group, topic, conn.bootstrap_servers, replicas, parallel=True)
         workload["spec"]["updateStrategy"] = {"type": "OnDelete"}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml  # type: ignore[import-untyped]
 
-from vigil_dev.kube.node import layout, pause
+from vigil_dev.kube.node import agent, host, layout, pause
 from vigil_dev.kube.node.layout import Network, NodeLayout, NodePorts
 
 HOME = Path("/state/kube/node")
@@ -118,3 +118,56 @@ def test_the_pause_archive_is_one_layer_the_same_bytes_every_time() -> None:
     assert config["config"]["Entrypoint"] == ["/pause"]
     with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
         assert [(m.name, m.mode, m.mtime) for m in tar.getmembers()] == [("pause", 0o755, 0)]
+
+
+# -- what the machine must have (host.missing: the facts in, one line out) ----------------------------------------
+
+ALL = {
+    "euid": 0,
+    "commands": set(host.COMMANDS),
+    "cni_plugins": set(host.CNI_PLUGINS),
+    "cgroup_controllers": set(host.CGROUP_CONTROLLERS),
+    "filesystems": "nodev\tsysfs\nnodev\toverlay\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("lacking", "message"),
+    [
+        ({}, ""),
+        ({"euid": 1000}, "the real node needs root (containerd, network namespaces, iptables, cgroups)"),
+        ({"commands": set(host.COMMANDS) - {"runc"}}, "the real node needs runc: apt-get install runc"),
+        (
+            {"commands": set(host.COMMANDS) - {"ctr", "iptables-save"}, "cni_plugins": {"bridge"}},
+            "the real node needs containerd, iptables, containernetworking-plugins: "
+            "apt-get install containerd iptables containernetworking-plugins",
+        ),
+        (
+            {"cgroup_controllers": set(host.CGROUP_CONTROLLERS) - {"pids"}},
+            "the real node needs the cgroup controllers pids mounted under /sys/fs/cgroup",
+        ),
+        (
+            {"filesystems": "nodev\tsysfs\n"},
+            "the real node needs overlayfs (containerd's snapshotter): modprobe overlay",
+        ),
+    ],
+)
+def test_what_the_machine_lacks_is_one_line_naming_it_and_how_to_get_it(
+    lacking: dict[str, object], message: str
+) -> None:
+    assert host.missing(**(ALL | lacking)) == message  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("ref", "held_as"),
+    [
+        ("vigil-sidecar:0.2.0", "docker.io/library/vigil-sidecar:0.2.0"),
+        ("vigil-sidecar", "docker.io/library/vigil-sidecar:latest"),
+        ("acme/app:1", "docker.io/acme/app:1"),
+        ("registry.example.com/vigil/vigil-operator:0.2.0", "registry.example.com/vigil/vigil-operator:0.2.0"),
+        ("localhost/vigil-pause:3.10.1", "localhost/vigil-pause:3.10.1"),
+        ("localhost:5000/x:1", "localhost:5000/x:1"),
+    ],
+)
+def test_an_image_reference_is_named_as_containerd_holds_it(ref: str, held_as: str) -> None:
+    assert agent.normalized(ref) == held_as

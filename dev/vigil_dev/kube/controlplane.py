@@ -261,10 +261,12 @@ class KubeCluster:
     def node_ready(self) -> bool:
         return _node_ready(self.get(f"/api/v1/nodes/{self.node_name}"))
 
-    def kubectl(self, *args: str, timeout: float = 60) -> "subprocess.CompletedProcess[str]":
+    def kubectl(
+        self, *args: str, input_text: str | None = None, timeout: float = 60
+    ) -> "subprocess.CompletedProcess[str]":
         """kubectl as the admin (for the few steps that are one command: deleting every pod at teardown)."""
         argv = [self.binaries["kubectl"], f"--kubeconfig={self.kubeconfig}", *args]
-        return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+        return subprocess.run(argv, input=input_text, capture_output=True, text=True, check=False, timeout=timeout)
 
     def start_node(self, archives: Sequence[Path], progress: Callable[[str], None]) -> None:
         """containerd with the images imported, the kubelet (until its Node is Ready), kube-proxy."""

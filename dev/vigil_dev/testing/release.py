@@ -18,6 +18,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from vigil_core.version import VERSION
 from vigil_dev.testing.chart import CHART, Tools
 from vigil_dev.testing.kube_fixtures import Kube, container_status, pod_ready
 from vigil_dev.testing.waiting import wait_for
@@ -181,6 +182,7 @@ def install_operator(
 ) -> RunningOperator:
     """`helm install <release> charts/vigil` with the images the node holds (pull policy Never), then wait until
     the operator pods are Ready. `values` are merged over the test defaults (one level deep)."""
+    kube.cluster.node.require_images([f"vigil-operator:{VERSION}", f"vigil-sidecar:{VERSION}"])
     defaults: dict[str, Any] = {
         "operator": {
             "image": {"pullPolicy": "Never"},

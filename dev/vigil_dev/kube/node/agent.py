@@ -6,7 +6,9 @@ are force-deleted while it still runs; only what a killed node left behind is re
 """
 
 import contextlib
+import json
 import subprocess
+import tarfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -81,7 +83,9 @@ class RealNode:
         for archive in archives:
             began = time.monotonic()
             self.ctr(["images", "import", "--no-unpack=false", str(archive)])
-            progress(f"node: imported {archive.name} in {time.monotonic() - began:.1f}s")
+            tags = archive_tags(archive)
+            self.require_images(tags)  # ctr 1.6 imports a misnamed archive as nothing, silently
+            progress(f"node: imported {', '.join(tags)} in {time.monotonic() - began:.1f}s")
 
     def start_agents(self, node_ready: Callable[[], bool]) -> None:
         """The kubelet (until the Node is Ready), then kube-proxy (until it serves /healthz)."""
@@ -131,6 +135,18 @@ class RealNode:
         """The image references containerd holds for the kubelet."""
         return self.ctr(["images", "ls", "-q"]).stdout.split()
 
+    def require_images(self, refs: Sequence[str]) -> None:
+        """DevError naming the first of `refs` (as a pod spec names it) the node does not hold, and how to get it:
+        the kubelet would only say ErrImageNeverPull, pod by pod."""
+        held = set(self.images())
+        for ref in refs:
+            if normalized(ref) not in held:
+                raise DevError(
+                    f"image {ref} is not in the node's containerd: build it (make images) and restart the stack "
+                    f"(vigil dev down; vigil dev up), or import it: ctr --address {self.layout.containerd_socket} "
+                    f"-n {CRI_NAMESPACE} images import <archive>"
+                )
+
     # -- stop ----------------------------------------------------------------------------------------------
 
     def tasks(self) -> list[str]:
@@ -177,6 +193,28 @@ class RealNode:
             with contextlib.suppress(OSError):
                 if str(link.readlink()).startswith(str(self.layout.pod_log_dir)):
                     link.unlink()
+
+
+def archive_tags(archive: Path) -> list[str]:
+    """The references a docker archive (`docker save` format: manifest.json) carries."""
+    try:
+        with tarfile.open(archive) as tar:
+            member = tar.extractfile("manifest.json")
+            manifest = json.loads(member.read()) if member is not None else []
+    except (OSError, tarfile.TarError, KeyError, ValueError) as exc:
+        raise DevError(f"{archive}: not a docker archive ({exc}); rebuild it with make images") from exc
+    return [str(tag) for entry in manifest for tag in entry.get("RepoTags") or []]
+
+
+def normalized(ref: str) -> str:
+    """A reference as containerd names it: `vigil-sidecar:0.2.0` -> `docker.io/library/vigil-sidecar:0.2.0`."""
+    name = ref.split("@", 1)[0]
+    first = name.split("/", 1)[0]
+    if "/" not in name:
+        ref = f"docker.io/library/{ref}"
+    elif "." not in first and ":" not in first and first != "localhost":
+        ref = f"docker.io/{ref}"
+    return ref if ":" in ref.rsplit("/", 1)[-1] or "@" in ref else f"{ref}:latest"
 
 
 def keep_logs(live: Path, kept: Path) -> int:

@@ -45,22 +45,38 @@ IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 def preflight(network: Network) -> None:
     """Refuse to start half-way: root, every command, the CNI plugins, the cgroup controllers, overlayfs, the
     stack's /16 unused by anyone else. Raises DevError with one line naming what is missing and how to get it."""
-    if os.geteuid() != 0:
-        raise DevError("the real node needs root (containerd, network namespaces, iptables, cgroups)")
-    missing = sorted({pkg for cmd, pkg in COMMANDS.items() if shutil.which(cmd) is None})
-    missing += [] if all((CNI_BIN_DIR / p).is_file() for p in CNI_PLUGINS) else ["containernetworking-plugins"]
-    if missing:
-        raise DevError(f"the real node needs {', '.join(missing)}: apt-get install {' '.join(missing)}")
-    mounted = _cgroup_v1_controllers()
-    if absent := [c for c in CGROUP_CONTROLLERS if c not in mounted]:
-        raise DevError(f"the real node needs the cgroup controllers {', '.join(absent)} mounted under /sys/fs/cgroup")
-    if "overlay" not in Path("/proc/filesystems").read_text():
-        raise DevError("the real node needs overlayfs (containerd's snapshotter): modprobe overlay")
+    problem = missing(
+        euid=os.geteuid(),
+        commands={cmd for cmd in COMMANDS if shutil.which(cmd) is not None},
+        cni_plugins={p for p in CNI_PLUGINS if (CNI_BIN_DIR / p).is_file()},
+        cgroup_controllers=_cgroup_v1_controllers(),
+        filesystems=Path("/proc/filesystems").read_text(),
+    )
+    if problem:
+        raise DevError(problem)
     if clash := foreign_routes(network):
         raise DevError(
             f"the node network {network.cidr} is already used on this machine ({clash}): "
             "set VIGIL_DEV_NODE_NETWORK to a free /16 (e.g. 10.78.0.0/16)"
         )
+
+
+def missing(
+    *, euid: int, commands: set[str], cni_plugins: set[str], cgroup_controllers: set[str], filesystems: str
+) -> str:
+    """What this machine lacks to run the node, as one line with the way to get it ('' if nothing): pure."""
+    if euid != 0:
+        return "the real node needs root (containerd, network namespaces, iptables, cgroups)"
+    packages = sorted({pkg for cmd, pkg in COMMANDS.items() if cmd not in commands})
+    if not set(CNI_PLUGINS) <= cni_plugins:
+        packages.append("containernetworking-plugins")
+    if packages:
+        return f"the real node needs {', '.join(packages)}: apt-get install {' '.join(packages)}"
+    if absent := [c for c in CGROUP_CONTROLLERS if c not in cgroup_controllers]:
+        return f"the real node needs the cgroup controllers {', '.join(absent)} mounted under /sys/fs/cgroup"
+    if not any(line.split()[-1:] == ["overlay"] for line in filesystems.splitlines()):
+        return "the real node needs overlayfs (containerd's snapshotter): modprobe overlay"
+    return ""
 
 
 @contextlib.contextmanager
