@@ -5,13 +5,14 @@ is gone: at once when it stops (SIGTERM, as a rollout or an eviction ends a pod)
 lifetime when it crashes (SIGKILL)."""
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
-from vigil_dev.testing.e2e import consumer_group
+from vigil_dev.testing.e2e import cond, consumer_group, silent_broker, status_of
 from vigil_dev.testing.kube_fixtures import Kube
 from vigil_dev.testing.operator import RunningOperator, start_operator
 from vigil_dev.testing.waiting import bound, wait_for
@@ -30,6 +31,13 @@ at once); a crashed one's keep-alive has to reach the end of its lifetime first.
 
 RESUMING = "Resuming operations after the pause"
 """kopf's log line when a paused replica acts again."""
+PAUSING = "Pausing operations in favour of"
+"""kopf's log line when a replica sees a live peer with a higher priority."""
+
+CONNECT_TIMEOUT = 10
+"""The operator's Kafka request timeout: how long a resync waits for a broker that never answers."""
+FREEZE = "vigil-test-freeze"
+"""A peer entry as `kopf freeze` writes it: no process behind it, only a priority and a lifetime."""
 
 POD_NAMES = ("vigil-operator-7d4b9c8f6d-x2k9p", "vigil-operator-7d4b9c8f6d-q8r7t")
 """Two replicas of one ReplicaSet, as a Deployment names them."""
@@ -43,9 +51,14 @@ def start_replica(kubeconfig: Path, state_dir: Path, pod_name: str, peering: str
     )  # fmt: skip
 
 
-def resyncs(replica: RunningOperator) -> float:
-    """Its resyncs so far, from /metrics: live, unlike kopf's liveness probes (cached for 10 s)."""
-    return replica.metric("vigil_operator_resyncs_total")
+def set_peer(kube: Kube, peering: str, identity: str, priority: int | None) -> None:
+    """Add (or with None remove) a keep-alive entry in the ClusterKopfPeering's status, as `kopf freeze` does."""
+    entry = (
+        None if priority is None else {"priority": priority, "lifetime": 300, "lastseen": datetime.now(UTC).isoformat()}
+    )
+    kube.custom.patch_cluster_custom_object(
+        "kopf.dev", "v1", "clusterkopfpeerings", peering, {"status": {identity: entry}}
+    )
 
 
 def peer_priorities(kube: Kube, peering: str) -> list[int]:
@@ -72,13 +85,11 @@ def test_of_two_replicas_the_higher_pod_name_priority_acts_and_the_other_takes_o
             assert f"peering {peering!r} with priority {priority} (from pod {replica.name})" in replica.log_text()
         wait_for(lambda: peer_priorities(kube, peering), lambda p: p == sorted(map(priority_from_pod_name, POD_NAMES)),
                  timeout=30, what="both replicas' keep-alives in the peering")  # fmt: skip
-        wait_for(lambda: resyncs(high), lambda n: n >= 2, timeout=60, what="the higher-priority replica resyncing")
+        wait_for(high.resyncs, lambda n: n >= 2, timeout=60, what="the higher-priority replica resyncing")
         wait_for(low.log_text, lambda t: "Pausing operations in favour of" in t, timeout=30, what="low paused")
-        settled = resyncs(low)
-        wait_for(
-            lambda: resyncs(high), lambda n: n >= 4, timeout=60, what="more resyncs by the higher-priority replica"
-        )
-        assert resyncs(low) == settled
+        settled = low.resyncs()
+        wait_for(high.resyncs, lambda n: n >= 4, timeout=60, what="more resyncs by the higher-priority replica")
+        assert low.resyncs() == settled
         assert low.alive()  # paused, not unhealthy: the chart's livenessProbe must not restart a standby
 
         resumes = low.log_text().count(RESUMING)  # kopf logs one at start too, before it sees the peers
@@ -90,10 +101,65 @@ def test_of_two_replicas_the_higher_pod_name_priority_acts_and_the_other_takes_o
         wait_for(lambda: low.log_text().count(RESUMING), lambda n: n > resumes,
                  timeout=bound(RESUME_FLOOR[end]), what=f"the remaining replica resuming after a {end}")  # fmt: skip
         resumed = time.monotonic() - gone
-        wait_for(lambda: resyncs(low), lambda n: n >= settled + 2, timeout=bound(2 * RESYNC_SECONDS),
+        wait_for(low.resyncs, lambda n: n >= settled + 2, timeout=bound(2 * RESYNC_SECONDS),
                  what="the resumed replica resyncing")  # fmt: skip
         print(f"after a {end}: resumed in {resumed:.1f} s, two resyncs {time.monotonic() - gone:.1f} s")
     finally:
         low.stop()
         high.stop()
         kube.custom.delete_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", peering)
+
+
+@pytest.mark.usefixtures("crds")
+def test_a_resync_in_flight_when_the_replica_pauses_writes_nothing_and_none_starts_while_it_is_paused(
+    kube: Kube, namespace: str, artifacts_dir: Path
+) -> None:
+    """The replica's first resync of a group is waiting for a broker that never answers (after the connect timeout
+    it would write `BrokerUnreachable`) when a peer with a higher priority appears: a freeze entry, as `kopf freeze`
+    writes it. kopf pauses the replica; the resync in flight gives way and writes nothing, and no resync starts
+    while it is paused: a real replica with a higher priority takes over from the freeze and resyncs meanwhile."""
+    peering = clients.unique("vigil-peering")
+    kube.apply({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": peering}})
+    high_name, low_name = sorted(POD_NAMES, key=priority_from_pod_name, reverse=True)
+    state = artifacts_dir / "peering-replicas" / "in-flight"
+    name = "in-flight"
+    with silent_broker() as (bootstrap, accepted):
+        kube.apply(consumer_group(name, clients.unique(name), bootstrap), namespace)
+        low = start_replica(kube.kubeconfig, state, low_name, peering)
+        high: RunningOperator | None = None
+        try:
+            wait_for(accepted.is_set, timeout=60, what="the replica's first resync connecting to the silent broker")
+            connected = time.monotonic()
+            set_peer(kube, peering, FREEZE, max(map(priority_from_pod_name, POD_NAMES)) + 1)
+            wait_for(low.log_text, lambda t: PAUSING in t, timeout=30, what="the replica pausing for the freeze")
+            took = time.monotonic() - connected
+            resumes, settled = low.log_text().count(RESUMING), low.resyncs()  # it watches every namespace
+            assert status_of(kube, namespace, name) == {}, (
+                f"the resync ended before the pause ({took:.1f} s after its connect): nothing was in flight"
+            )
+            given_way = f"resyncs of {namespace}/{name} end: operator pausing"
+            wait_for(
+                lambda: (given_way in low.log_text(), status_of(kube, namespace, name)),
+                any,
+                timeout=bound(CONNECT_TIMEOUT),
+                what="the resync in flight at the pause ending (given way, or written)",
+            )
+            assert status_of(kube, namespace, name) == {}, "the paused replica wrote the group's status"
+            assert low.resyncs() == settled
+            assert f"resync of {namespace}/{name} stopped before it acted: operator pausing" in low.log_text()
+
+            high = start_replica(kube.kubeconfig, state, high_name, peering)
+            wait_for(lambda: peer_priorities(kube, peering), lambda p: priority_from_pod_name(high_name) in p,
+                     timeout=30, what="the higher replica's keep-alive in the peering")  # fmt: skip
+            set_peer(kube, peering, FREEZE, None)  # the higher replica acts now; the lower one stays paused
+            wait_for(high.resyncs, lambda n: n >= 2, timeout=bound(CONNECT_TIMEOUT + 2 * RESYNC_SECONDS),
+                     what="two resyncs by the higher replica")  # fmt: skip
+            assert cond(status_of(kube, namespace, name), "Ready").get("reason") == "BrokerUnreachable"
+            assert low.resyncs() == settled
+            assert low.log_text().count(RESUMING) == resumes
+            assert "Traceback" not in low.log_text()
+        finally:
+            low.stop()
+            if high is not None:
+                high.stop()
+            kube.custom.delete_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", peering)
