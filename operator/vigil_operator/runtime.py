@@ -11,7 +11,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -23,7 +23,7 @@ from vigil_core.kafka.outcomes import Reaction
 from vigil_core.kafka.security import KafkaConnection
 from vigil_operator import credentials
 from vigil_operator.brokers import Brokers
-from vigil_operator.domain import claims, conditions, departures, node_loss, reconcile, rollout
+from vigil_operator.domain import claims, conditions, departures, node_loss, pacing, reconcile, rollout
 from vigil_operator.domain.reconcile import GroupFacts, Notice, Observation, PodFacts, Unreachable
 from vigil_operator.domain.spec import ConsumerGroupSpec, RestartStrategy, SpecError, parse_spec
 from vigil_operator.domain.status import ConditionType, ConsumerGroupStatus, RolloutPhase, RolloutStatus
@@ -40,27 +40,60 @@ log = logging.getLogger(__name__)
 Post = Callable[[Notice], None]
 RESUBSCRIBE_HOLD_SECONDS = 30.0
 """The longest the deliberate rebalance waits for the removed member (it is back within a heartbeat interval)."""
-Stop = asyncio.Future[Any]
-"""Done when the resync should give way: kopf's stop flag of a timer (the CR is being deleted, or the operator
-pauses or exits)."""
 T = TypeVar("T")
+Key = tuple[str, str]
+"""A ConsumerGroup's (namespace, name)."""
+
+
+class StopFlag(Protocol):
+    """kopf's stop flag of a ConsumerGroup's resync loop (`kopf.DaemonStopped`): set when the operator pauses (a peer
+    with a higher priority is alive), the ConsumerGroup is deleted or the operator exits."""
+
+    def is_set(self) -> bool: ...
+
+    @property
+    def reason(self) -> object: ...
+
+    def wait(self) -> Awaitable[object]: ...
 
 
 class SyncStoppedError(Exception):
-    """The resync gave way to its stop before it acted or wrote anything."""
+    """The resync gave way to its stop flag; the message says where (e.g. "before it acted")."""
 
 
-async def _unless_stopped(stop: Stop | None, work: Awaitable[T]) -> T:
-    """`work`, unless `stop` is done first: then `work` is cancelled and SyncStoppedError raised. Only the waits before
-    a resync acts (its lock, the secret, the broker) are raced: once it acts or writes, it finishes."""
+def stopping(stop: StopFlag | None) -> str | None:
+    """The stop reason in words once the flag is set (domain.pacing), None while it is not."""
+    return None if stop is None or not stop.is_set() else pacing.stop_reason(stop.reason)
+
+
+def _step(stop: StopFlag | None, where: str) -> None:
+    """Raise SyncStoppedError(where) unless the resync may begin its next step (domain.pacing.may_begin_step)."""
+    if not pacing.may_begin_step(stopping=stopping(stop)):
+        raise SyncStoppedError(where)
+
+
+async def _unless_stopped(stop: StopFlag | None, work: Awaitable[T]) -> T:
+    """`work`, unless `stop` is set first (or already): then `work` is cancelled and SyncStoppedError raised. These
+    are the waits before a resync acts (its turn, a Secret, the broker); its steps are checked by `_step`."""
     if stop is None:
         return await work
     task = asyncio.ensure_future(work)
-    await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    if stop.is_set():
+        task.cancel()
+        raise SyncStoppedError("before it acted")
+    flag = asyncio.ensure_future(_flag(stop))
+    try:
+        await asyncio.wait({task, flag}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        flag.cancel()
     if task.done():
         return task.result()
     task.cancel()
-    raise SyncStoppedError
+    raise SyncStoppedError("before it acted")
+
+
+async def _flag(stop: StopFlag) -> None:
+    await stop.wait()
 
 
 @dataclass
@@ -87,13 +120,42 @@ class Runtime:
     """Members removed at once because their consumer was provably gone (domain.departures)."""
     departures_deferred: int = 0
     """Removals the eviction budget held back (a crash-looping member while the budget is spent)."""
+    _requests: dict[Key, asyncio.Event] = field(default_factory=dict)
+    """Per ConsumerGroup: a resync asked of its loop (a spec change, a pod's event; domain.pacing)."""
+    _resynced: dict[Key, int] = field(default_factory=dict)
+    """Per ConsumerGroup: the spec generation its loop last resynced."""
+
+    def requests(self, key: Key) -> asyncio.Event:
+        """Set when a resync of the ConsumerGroup `key` is asked for; its loop clears it as it begins one."""
+        return self._requests.setdefault(key, asyncio.Event())
+
+    def request(self, key: Key) -> None:
+        """Ask the ConsumerGroup's loop for a resync now. Nothing happens while no loop runs (paused, or not yet
+        started): a loop begins with a resync."""
+        self.requests(key).set()
+
+    def resynced(self, key: Key, generation: int | None = None) -> int | None:
+        """The spec generation the loop of `key` last resynced (None: none yet); with `generation`, record it."""
+        if generation is not None:
+            self._resynced[key] = generation
+        return self._resynced.get(key)
+
+    def release(self, key: Key, uid: str) -> None:
+        """The ConsumerGroup's loop ended (paused, deleted, exiting): its rollout bridge stops heartbeating — the
+        replica that acts next resumes it from the state persisted in status — and its requests are forgotten."""
+        if self.rollouts.running(uid):
+            log.info("%s/%s: its rollout bridge stops with its resync loop (the replica that acts resumes it)", *key)
+        self.rollouts.stop(uid)
+        self._requests.pop(key, None)
+        self._resynced.pop(key, None)
 
     async def sync(
         self, body: Mapping[str, Any], pods: Iterable[PodFacts], others: Iterable[claims.Claim], post: Post,
-        stop: Stop | None = None,
+        stop: StopFlag | None = None,
     ) -> ConsumerGroupStatus:  # fmt: skip
-        """Resync one CR (one at a time per CR: the timer and a spec change may fire together). Raises SyncStoppedError
-        when `stop` is done while it still waits to act (for its turn, a secret, the broker)."""
+        """Resync one CR (one at a time per CR: a resync kopf gave up waiting for may still be ending its step).
+        Raises SyncStoppedError when `stop` is set while it waits (its turn, a Secret, the broker) or between its
+        steps (domain.pacing): once stopped — paused, deleted, exiting — it begins no act and no write."""
         lock = self._locks.setdefault(str(body["metadata"]["uid"]), asyncio.Lock())
         await _unless_stopped(stop, lock.acquire())
         try:
@@ -106,7 +168,7 @@ class Runtime:
 
     async def _sync(
         self, body: Mapping[str, Any], pods: list[PodFacts], others: list[claims.Claim], post: Post,
-        stop: Stop | None,
+        stop: StopFlag | None,
     ) -> ConsumerGroupStatus:  # fmt: skip
         meta = body["metadata"]
         namespace, name, generation = meta["namespace"], meta["name"], int(meta.get("generation") or 0)
@@ -115,6 +177,7 @@ class Runtime:
         try:
             spec = parse_spec(dict(body.get("spec") or {}))
         except SpecError as exc:
+            _step(stop, "before it acted")
             return await self._invalid(body, previous, str(exc), now=now, post=post)
         try:
             connection = await _unless_stopped(
@@ -134,7 +197,7 @@ class Runtime:
             owner = found.ref if found is not None and found != mine else None
         if owner is None and isinstance(facts, GroupFacts) and connection is not None:
             await self._depart(namespace, spec, uid=str(meta["uid"]), facts=facts, pods=pods, connection=connection,
-                               now=now, post=post)  # fmt: skip
+                               now=now, post=post, stop=stop)  # fmt: skip
         stalls = self._stalls(connection, spec, facts, now)
         workload, problem = await self._workload(namespace, spec)
         config_problem = None if problem is None else (problem.reason, problem.message)
@@ -142,14 +205,17 @@ class Runtime:
         status, notices = reconcile.reconcile(previous, observation, now)
         if owner is None and isinstance(facts, GroupFacts) and connection is not None:
             status = await self._roll(body, spec, status, workload, facts=facts, pods=pods, connection=connection,
-                                      now=now, post=post)  # fmt: skip
+                                      now=now, post=post, stop=stop)  # fmt: skip
         if isinstance(facts, GroupFacts):
             uid = str(meta["uid"])
             self._sightings[uid] = departures.remember(self._sightings.get(uid, {}), status.members, now)
+        _step(stop, "before writing the status")
         await self.kube.apply_status(namespace, name, _dump(status))
-        for notice in notices:
+        for notice in notices:  # they tell what this status changed: they go with it
             post(notice)
-        if owner is None:
+        if (reason := stopping(stop)) is not None:
+            log.info("resync of %s/%s stopped after writing the status: %s", namespace, name, reason)
+        elif owner is None:
             await self._provision(body, spec, post)
             if isinstance(facts, GroupFacts) and connection is not None:
                 self._snapshot(connection, namespace, spec, status, now)
@@ -157,10 +223,11 @@ class Runtime:
 
     async def _depart(
         self, namespace: str, spec: ConsumerGroupSpec, *, uid: str, facts: GroupFacts, pods: list[PodFacts],
-        connection: KafkaConnection, now: datetime, post: Post,
+        connection: KafkaConnection, now: datetime, post: Post, stop: StopFlag | None,
     ) -> None:  # fmt: skip
         """Remove at once the members whose consumer is provably gone (domain.departures): an Event, an event on
-        the events topic and a count each. The StatefulSet is read only when a static member's pod is gone."""
+        the events topic and a count each. The StatefulSet is read only when a static member's pod is gone. Each
+        removal (with its budget record) is a step: none begins once `stop` is set."""
         sightings = self._sightings.get(uid, {})
         replicas = None
         if departures.needs_replicas(spec, sightings, pods) and spec.workload.name:
@@ -185,6 +252,7 @@ class Runtime:
             log.info("%s: member %s is on a node that is not Ready: watching its commits", spec.group_id, member_id)
         removing = {d.member_id for d in proven}
         for gone in [*proven, *(d for d in lost if d.member_id not in removing)]:
+            _step(stop, f"before removing member {gone.member_id}")
             if not await self._budget_allows(namespace, spec, gone, post):
                 continue
             outcome = await self.brokers.remove(connection, spec.group_id, gone.member_id, gone.instance_id,
@@ -272,9 +340,11 @@ class Runtime:
     async def _roll(
         self, body: Mapping[str, Any], spec: ConsumerGroupSpec, status: ConsumerGroupStatus,
         workload: rollout.SetFacts | None, *, facts: GroupFacts, pods: list[PodFacts], connection: KafkaConnection,
-        now: datetime, post: Post,
+        now: datetime, post: Post, stop: StopFlag | None,
     ) -> ConsumerGroupStatus:  # fmt: skip
-        """A coordinated restart's next move (domain.rollout), carried out; the status with the rollout."""
+        """A coordinated restart's next move (domain.rollout), carried out; the status with the rollout. Resuming a
+        bridge, each action of the plan and the end of a rollout are steps: none begins once `stop` is set (a step
+        begun ends: a pod is deleted only after its bridge is persisted)."""
         meta = body["metadata"]
         uid, generation = str(meta["uid"]), int(meta.get("generation") or 0)
         if spec.restart.strategy is not RestartStrategy.COORDINATED:
@@ -286,6 +356,7 @@ class Runtime:
             reason, message = (problem.reason, problem.message) if problem else ("WorkloadUnreadable", "")
             return _restart(status, "False", reason, message, generation=generation, now=now)
         current = status.rollout
+        _step(stop, "before its rollout move")
         self._resume(uid, spec, current, connection)
         self.rollouts.observe(uid, facts.view)
         members = {m.instance_id: m.member_id for m in facts.view.members if m.instance_id}
@@ -303,6 +374,7 @@ class Runtime:
             before = await self.brokers.subscriptions(connection, spec.group_id)
             new = new.model_copy(update={"subscribed_before": before})
         for action in actions:
+            _step(stop, "amid its rollout move")
             if isinstance(action, rollout.Note):
                 post(Notice(action.type, action.reason, action.message))
             elif new is not None and kip848:
@@ -312,9 +384,11 @@ class Runtime:
                 new = await self._begin_step(body, spec, status, new, action, pods=pods, members=members,
                                              connection=connection, post=post)  # fmt: skip
         if new is not None and "RolloutComplete" in reasons:
+            _step(stop, "before ending the rollout")
             namespace = str(body["metadata"]["namespace"])
             new = await self._resubscribe(spec, new, facts, connection, post, namespace=namespace, now=now)
         if new is not None and new.phase is not RolloutPhase.ROLLING and new.session_restore is not None:
+            _step(stop, "before restoring the session timeout")
             new = await self._restore_session(spec, new, connection, post)
         if new is None or new.current_pod is None or new.phase is not RolloutPhase.ROLLING:
             self.rollouts.stop(uid)

@@ -4,13 +4,10 @@ consumers serves most assertions (status, injection, stall, restarts)."""
 
 import functools
 import json
-import socket
-import threading
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +24,7 @@ from vigil_dev.testing.e2e import (
     cond,
     consumer_group,
     events_for,
+    silent_broker,
     statefulset,
     status_of,
     topic_events,
@@ -42,7 +40,6 @@ from vigil_dev.testing.kube_fixtures import (
     process_argv,
     process_uid,
 )
-from vigil_dev.testing.operator import start_operator
 from vigil_dev.testing.release import RunningOperator
 from vigil_dev.testing.waiting import wait_for
 from vigil_operator import brokers
@@ -377,32 +374,6 @@ def test_a_missing_secret_and_an_unreachable_broker_are_conditions_not_crashes(
     assert "Traceback" not in operator.log_text()
 
 
-@contextmanager
-def silent_broker(host: str) -> Iterator[tuple[str, threading.Event]]:
-    """A port on `host` (the node IP: the operator's pod reaches it) that accepts connections and never answers (a
-    broker hung or behind a black hole): every request to it waits out the timeout. Yields its address and an event
-    set at each connection accepted."""
-    server = socket.create_server((host, 0))
-    accepted = threading.Event()
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                return
-            accepted.set()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"{host}:{server.getsockname()[1]}", accepted
-    finally:
-        server.close()
-        for conn in held:
-            conn.close()
-
-
 def test_groups_on_a_silent_cluster_are_reported_at_once_and_deleted_without_waiting_for_a_resync(
     kube: Kube, operator: RunningOperator, namespace: str
 ) -> None:
@@ -470,35 +441,3 @@ def test_status_continues_across_an_operator_restart(kube: Kube, operator: Runni
         what=f"a resync by the restarted operator {again.pod}",
     )
     assert cond(after, "Ready")["lastTransitionTime"] == cond(before, "Ready")["lastTransitionTime"]
-
-
-def test_of_two_peered_operators_one_acts(
-    kube: Kube, kafka: KafkaCluster, crds: None, namespace: str, artifacts_dir: Path
-) -> None:
-    kube.apply({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": "vigil"}})
-    kube.apply(consumer_group("peered", clients.unique("peered"), kafka.connection().bootstrap_servers), namespace)
-    low = start_operator(
-        kube.kubeconfig,
-        artifacts_dir / "peering",
-        name="low",
-        standalone=False,
-        webhook=False,
-        args=["--priority", "10"],
-    )
-    high = start_operator(
-        kube.kubeconfig,
-        artifacts_dir / "peering",
-        name="high",
-        standalone=False,
-        webhook=False,
-        args=["--priority", "20"],
-    )
-    try:
-        wait_for(high.resyncs, lambda n: n >= 2, timeout=60, what="the high-priority operator resyncing")
-        wait_for(low.log_text, lambda t: "Pausing operations in favour of" in t, timeout=30, what="low paused")
-        settled = low.resyncs()
-        wait_for(high.resyncs, lambda n: n >= 4, timeout=60, what="more resyncs by the high-priority operator")
-        assert low.resyncs() == settled
-    finally:
-        low.stop()
-        high.stop()

@@ -58,7 +58,9 @@ class RunningOperator:
         return 0.0
 
     def resyncs(self) -> int:
-        return self.count("resyncs")
+        """Its resyncs so far, live from /metrics (the liveness probe's `resyncs` is kopf's answer cached for 10 s:
+        a count read there may predate what happened since)."""
+        return int(self.metric("vigil_operator_resyncs_total"))
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""

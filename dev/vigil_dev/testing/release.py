@@ -6,6 +6,7 @@ and Prometheus `/metrics` on the pod IP (the host reaches the pod network throug
 logs the kubelet writes, and a SIGKILL of the container's process for a crash the kubelet then restarts.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from vigil_core.version import VERSION
@@ -71,7 +73,9 @@ class Replica:
         return value if isinstance(value, int) else 0
 
     def resyncs(self) -> int:
-        return self.count("resyncs")
+        """Its resyncs so far, live from /metrics (the liveness probe's `resyncs` is kopf's answer cached for 10 s:
+        a count read there may predate what happened since)."""
+        return int(self.metric("vigil_operator_resyncs_total"))
 
     def metric(self, name: str, **labels: str) -> float:
         """One sample of the replica's Prometheus `/metrics`, 0 when absent or down."""
@@ -96,6 +100,12 @@ class Replica:
 
     def restarts(self) -> int:
         return int((container_status(self.kube.pod(self.namespace, self.pod), "operator") or {}).get("restartCount", 0))
+
+    def stop(self) -> None:
+        """Delete the pod (SIGTERM: kopf says goodbye to its peers) and wait until it is gone."""
+        with contextlib.suppress(ApiException):
+            self.kube.core.delete_namespaced_pod(self.pod, self.namespace)
+        self.kube.wait_pod(self.namespace, self.pod, lambda p: p is None, timeout=90, what="gone")
 
 
 @dataclass(frozen=True)
@@ -162,6 +172,35 @@ class RunningOperator:
             what=f"release {self.release}: {replicas} operator pod(s) Ready and alive ({self.log})",
         )
 
+    def scale(self, replicas: int) -> None:
+        """The operator Deployment's replicas (as `kubectl scale`), waiting until that many pods run."""
+        self.kube.apps.patch_namespaced_deployment_scale(
+            f"{self.release}-operator", self.namespace, {"spec": {"replicas": replicas}}
+        )
+        wait_for(lambda: len(self.replicas()), lambda n: n == replicas, timeout=120,
+                 what=f"release {self.release}: {replicas} operator pod(s)")  # fmt: skip
+
+    def start_replica(self, pod: str, *, peering: str) -> Replica:
+        """A replica named `pod` (its kopf priority follows from the name), peered through `peering`: a bare pod
+        from the release's Deployment template, never restarted, so a killed replica stays gone. The Deployment
+        must be peered (operator.replicas > 1 at install) for the template to carry the peering flags and RBAC."""
+        deployment = self.kube.apps.read_namespaced_deployment(f"{self.release}-operator", self.namespace)
+        spec: dict[str, Any] = self.kube.api.sanitize_for_serialization(deployment.spec.template.spec)
+        [container] = spec["containers"]
+        if not any(a.startswith("--peering=") for a in container["args"]):
+            raise AssertionError(f"release {self.release} is not peered: install it with operator.replicas > 1")
+        container["args"] = [f"--peering={peering}" if a.startswith("--peering=") else a for a in container["args"]]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod, "labels": {"vigil.test/replica-of": self.release}},
+            "spec": {**spec, "restartPolicy": "Never"},
+        }
+        self.kube.core.create_namespaced_pod(self.namespace, body)
+        replica = Replica(self.kube, self.namespace, pod)
+        wait_for(replica.alive, timeout=120, what=f"operator replica {pod} alive ({self.log})")
+        return replica
+
     def stop(self) -> None:
         """helm uninstall, waiting until its objects (and pods) are gone."""
         self.tools.helm("uninstall", self.release, "--namespace", self.namespace, "--wait", "--timeout", "120s",
@@ -190,10 +229,11 @@ def install_operator(
             "eventsTopic": events_topic,
             "replicas": replicas,
         },
-        "webhook": {"enabled": replicas == 1},
     }
     for key, value in (values or {}).items():
         defaults[key] = {**defaults.get(key, {}), **value} if isinstance(value, dict) else value
+    replicas = int(defaults["operator"]["replicas"])
+    defaults.setdefault("webhook", {}).setdefault("enabled", replicas == 1)  # the chart refuses both
     path = tools.values_file(release, defaults)
     began = time.monotonic()
     tools.helm(
