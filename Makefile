@@ -79,7 +79,7 @@ test-kube: setup
 	@scripts/timed "kubernetes integration suite" $(PYTEST) tests/integration -m "kube and not spark" -q
 
 test-e2e: setup
-	@scripts/timed "e2e suite (operator, webhook, fakelet pods, Kafka)" $(PYTEST) tests/e2e -m "e2e" -q
+	@scripts/timed "e2e suite (vigil by helm on the real node, Kafka)" $(PYTEST) tests/e2e -m "e2e and not demo" -q
 
 test-spark: setup
 	@scripts/timed "spark suite" $(PYTEST) tests -m "spark" -q

@@ -1,6 +1,6 @@
 """Operator at scale: N ConsumerGroups over N real groups — status convergence, footprint, requests per resync.
 
-A private stack (one KRaft node, the real control plane; no fakelet) under `--state-dir`. This process hosts N
+A private stack (one KRaft node, the real control plane; no node needed) under `--state-dir`. This process hosts N
 real confluent-kafka consumers, each the single member of its own group, all polled by one thread. N
 ConsumerGroup CRs name them; then a real `vigil operator` (no webhook, no events topic: only the resync's own
 describe/offset requests reach the broker) starts, and the run measures, against the apiserver polled once a

@@ -97,7 +97,7 @@ def spawn(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> tuple[Managed, "subprocess.Popen[bytes]"]:
-    """`start`, also returning the Popen: for a parent that waits for the exit status (the fakelet).
+    """`start`, also returning the Popen: for a parent that waits for the exit status.
 
     The marker must be in the command line, or be a `KEY=value` of `env` (for commands that cannot carry
     one, like a pod's container: the environment is checked too, in /proc/<pid>/environ).

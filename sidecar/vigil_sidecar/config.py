@@ -84,7 +84,8 @@ class SidecarSettings(BaseModel):
     max_poll_interval_seconds: Seconds | None = None
     group_protocol: rules.GroupProtocol = rules.GroupProtocol.CLASSIC
     beacon_bind: str = "127.0.0.1"
-    """Where the beacon listener binds: loopback (the pod IP only where pods share a host, as on the fakelet)."""
+    """Where the beacon listener binds: loopback by default; the injected sidecar binds the pod IP (the webhook's
+    layout: one address for both listeners)."""
     beacon_port: Port = 7390
     health_bind: str = "0.0.0.0"  # noqa: S104 - the kubelet probes the pod IP
     health_port: Port = 7391

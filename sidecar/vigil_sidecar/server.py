@@ -1,6 +1,6 @@
 """The sidecar's two listeners.
 
-- beacon (loopback, or the pod's own loopback address on the fakelet): `POST /v1/beacon` and the same JSON as a
+- beacon (loopback, or the pod IP where the webhook injects the sidecar): `POST /v1/beacon` and the same JSON as a
   UDP datagram on the same port number; `POST /v1/stats`, librdkafka's statistics JSON (the stats signal: the
   answer names the verdict; 413 over 1 MiB, 400 with one line if malformed);
   `POST /v1/hold`, the helper's idle connection for the life of the app

@@ -55,7 +55,7 @@ class Step:
 
 
 def _dynamic_app(conn: KafkaConnection, group: str, topic: str, name: str, state_dir: Path) -> procs.Managed:
-    """A dynamic member in its own process (the fakelet's consumer app), so SIGKILL is a real crash: no
+    """A dynamic member in its own process (the test pods' consumer app), so SIGKILL is a real crash: no
     LeaveGroup, the broker removes it only when its session expires."""
     marker_key, marker_value = "VIGIL_TEST_HISTORY_APP", str(state_dir / name)
     argv = [sys.executable, "-m", "vigil_dev.testing.consumerapp", "--group", group, "--topic", topic]

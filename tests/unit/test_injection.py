@@ -13,8 +13,8 @@ import pytest
 
 from vigil_core.kafka.security import KafkaConnection, Mechanism, Protocol
 from vigil_core.version import VERSION
-from vigil_dev.kube.fakelet import spec as kubelet
-from vigil_dev.kube.fakelet.spec import Context, HttpGet, Kind
+from vigil_dev.testing import pod_env as kubelet
+from vigil_dev.testing.pod_env import Context
 from vigil_operator.domain import injection
 from vigil_operator.domain.injection import Decision, InjectionConfig, inject, native_sidecars_supported
 from vigil_operator.domain.spec import ConsumerGroupSpec, parse_spec
@@ -119,7 +119,7 @@ def admitted(p: dict[str, Any], name: str = "orders-0", namespace: str = NS) -> 
 
 
 def kubelet_env(p: dict[str, Any], c: dict[str, Any]) -> dict[str, str]:
-    ctx = Context(pod_ip=POD_IP, host_ip="127.0.0.1", node="node-1", python="/venv/python", secrets=SECRETS)
+    ctx = Context(pod_ip=POD_IP, host_ip="10.77.0.1", node="node-real", secrets=SECRETS)
     return kubelet.resolve_env(c, p, ctx)
 
 
@@ -258,18 +258,6 @@ def test_the_sidecar_would_start_with_exactly_the_groups_settings() -> None:
     assert app["VIGIL_BEACON_ADDR"] == f"{settings.beacon_bind}:{settings.beacon_port}"
     assert app["VIGIL_BEACON_URL"] == f"http://{POD_IP}:7390/v1/beacon"
     assert app["KAFKA_CLIENT_ID"] == settings.pod_name  # identity basis 3: client.id = pod name
-
-
-def test_the_fakelet_runs_the_injected_pod_as_a_native_sidecar_and_an_app() -> None:
-    p = admitted(injected(pod()))
-    ctx = Context(pod_ip=POD_IP, host_ip="127.0.0.1", node="node-1", python="/venv/python")
-    parsed = kubelet.parse_pod(p, ctx)
-    sidecar, app = parsed.container("vigil-sidecar"), parsed.container("app")
-    assert (sidecar.kind, sidecar.problem, app.problem) == (Kind.SIDECAR, None, None)
-    assert sidecar.argv[-1] == "sidecar"  # the image table knows vigil-sidecar
-    assert sidecar.readiness is None
-    assert sidecar.liveness is not None
-    assert sidecar.liveness.action == HttpGet(POD_IP, 7391, "/livez")
 
 
 def test_defaults_are_left_to_the_sidecar_and_optional_values_not_emitted() -> None:
@@ -558,10 +546,7 @@ def test_restart_gives_the_app_a_probe_on_the_sidecar_that_outlasts_its_restart(
     assert "livenessProbe" not in app_of(out, "other")
     settings, _ = started(out)
     assert settings.stall_action is StallAction.RESTART
-    ctx = Context(pod_ip=POD_IP, host_ip="127.0.0.1", node="node-1", python="/venv/python")
-    liveness = kubelet.parse_pod(out, ctx).container("app").liveness
-    assert liveness is not None
-    assert liveness.action == HttpGet(POD_IP, settings.health_port, "/v1/probe/app")  # a numeric port: never Unknown
+    assert probe["httpGet"]["port"] == settings.health_port  # a numeric port: a named one the app lacks is Unknown
 
 
 @pytest.mark.parametrize("restart_seconds", [0, 9.9, 10, 30, 45, 300])

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from vigil_core.errors import ConfigError
 from vigil_core.kafka.security import KafkaConnection
-from vigil_dev.kube.fakelet import spec as kubelet
-from vigil_dev.kube.fakelet.spec import Context
+from vigil_dev.testing import pod_env as kubelet
+from vigil_dev.testing.pod_env import Context
 from vigil_operator.domain import injection
 from vigil_operator.domain.injection import InjectionConfig, inject
 from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, parse_spec
@@ -185,7 +185,7 @@ def admitted(pod: dict[str, Any], namespace: str) -> dict[str, Any]:
 
 
 def kubelet_env(pod: dict[str, Any], c: dict[str, Any]) -> dict[str, str]:
-    ctx = Context(pod_ip=POD_IP, host_ip="127.0.0.1", node="n", python="/p", secrets=SECRETS)
+    ctx = Context(pod_ip=POD_IP, host_ip="127.0.0.1", node="n", secrets=SECRETS)
     return kubelet.resolve_env(c, pod, ctx)
 
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from vigil_core import events as ev
 from vigil_core.errors import ConfigError
-from vigil_dev.kube.fakelet import spec as kubelet
+from vigil_dev.testing import pod_env as kubelet
 from vigil_dev.testing import sidecar_compat
 from vigil_operator.domain import stalls
 from vigil_operator.rollouts import Rollouts, StepRefusedError
@@ -423,7 +423,7 @@ def _env(pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
         secrets.setdefault(ref["name"], {})[ref["key"]] = "from-a-secret"
     admitted = copy.deepcopy(pod)
     admitted["metadata"]["uid"] = "u-1"
-    ctx = kubelet.Context(pod_ip="127.20.0.7", host_ip="127.0.0.1", node="node-1", python="python", secrets=secrets)
+    ctx = kubelet.Context(pod_ip="10.77.128.7", host_ip="10.77.0.1", node="node-real", secrets=secrets)
     return kubelet.resolve_env(container, admitted, ctx)
 
 

@@ -284,8 +284,12 @@ class KubeCluster:
         stopped = [n for n in ("kube-controller-manager", "kube-scheduler") if self.process(n).stop(grace=15.0)]
         node = self.node
         delete = ["delete", "pods", "--all", "--all-namespaces", "--grace-period=0", "--force", "--wait=false"]
-        stopped += node.stop(lambda: _checked(self.kubectl(*delete)))
+        stopped += node.stop(lambda: _checked(self.kubectl(*delete)), owns_machine=self.owns_machine())
         return stopped
+
+    def owns_machine(self) -> bool:
+        """Whether this stack's node holds the machine (or nobody does): only then are machine-wide traces ours."""
+        return host.held_by() in ("", str(self.home))
 
     def stop_part(self, name: str) -> list[str]:
         """Stop one process (its name if it ran)."""
@@ -296,8 +300,9 @@ class KubeCluster:
         and the machine's node claim; logs stay."""
         stopped = self.stop_node()
         stopped += [s for name in reversed(CONTROL_PLANE) for s in self.stop_part(name)]
-        host.network_down()
-        host.release(self.home)
+        if self.owns_machine():  # never the network of another stack's running node
+            host.network_down()
+            host.release(self.home)
         return stopped
 
     def running(self) -> list[str]:
@@ -327,6 +332,9 @@ def create(state_dir: Path, *, archives: Sequence[Path] = (), progress: Callable
             stale = KubeCluster.load(Path(owner).parent)
             if stale is not None:
                 stale.stop()
+            else:
+                host.network_down()
+                host.release(Path(owner))
         host.preflight(network)
         try:
             binaries = build.ensure_kube_binaries(progress)

@@ -1,4 +1,4 @@
-"""A real consumer app for pods the fakelet runs: one member of a group, stallable from a test.
+"""A real consumer app for test pods: one member of a group, stallable from a test.
 
 `python -m vigil_dev.testing.consumerapp --group G --topic T [--control-port 8080]` joins G with vigil's app
 helper (`vigil_sidecar.client.Consumer`, which beacons to `$VIGIL_BEACON_ADDR` when the sidecar was injected),

@@ -1,4 +1,4 @@
-"""A tiny app for pods the fakelet runs: health endpoints a test can break, and its own view of itself.
+"""A tiny app for test pods: health endpoints a test can break, and its own view of itself.
 
 `python -m vigil_dev.testing.podapp --port 8080` listens on `$VIGIL_POD_IP` (the pod's own loopback
 address) and serves:

@@ -7,8 +7,8 @@ warnings. Same input → same output; the input is never mutated.
 Why the layout is what it is:
 - every pod-dependent value comes from the downward API (`fieldRef`), never from the admission request: a
   Deployment's pod has only `generateName` when it is admitted;
-- the sidecar binds the pod IP for both listeners: pods share the host network on the fakelet, and on a real
-  cluster the containers of a pod share that address anyway (the kubelet probes it);
+- the sidecar binds the pod IP for both listeners: the containers of a pod share that address, and the kubelet
+  probes it (a beacon on loopback only would be tighter: other pods can reach the pod IP);
 - the sidecar has no readinessProbe: a native sidecar's readiness gates Pod Ready, and a Kafka outage must not
   pull the app out of its Service;
 - an app container's existing env entries and probes are never changed: only missing names are appended;

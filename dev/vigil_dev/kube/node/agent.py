@@ -156,7 +156,7 @@ class RealNode:
         done = self.ctr(["tasks", "ls", "-q"], check=False)
         return done.stdout.split() if done.returncode == 0 else []
 
-    def stop(self, delete_pods: Callable[[], None], *, timeout: float = 60.0) -> list[str]:
+    def stop(self, delete_pods: Callable[[], None], *, owns_machine: bool, timeout: float = 60.0) -> list[str]:
         """Pods deleted while the kubelet runs (it tears their sandboxes down), then kube-proxy and its rules,
         the kubelet, containerd; then whatever a killed node left: tasks, shims, mounts, netns, cgroups,
         interfaces. Returns the names of the parts that were running."""
@@ -178,17 +178,19 @@ class RealNode:
             self.ctr(["tasks", "kill", "--signal", "SIGKILL", task], check=False)
             self.ctr(["tasks", "delete", "--force", task], check=False)
         self.process("containerd").stop(grace=15)
-        self.cleanup()
+        self.cleanup(owns_machine=owns_machine)
         return stopped
 
-    def cleanup(self) -> None:
-        """Undo the node's traces on the machine, whatever state it was left in (idempotent)."""
+    def cleanup(self, *, owns_machine: bool) -> None:
+        """Undo the node's traces on the machine, whatever state it was left in (idempotent). What cannot be told
+        apart from another node's (network namespaces, the kubelet's cgroups) only when this node held the machine."""
         for pid, _argv in host.node_processes(self.home):  # shims outlive containerd
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 procs.kill_pid(pid)
         host.unmount_all(self.home)
-        host.remove_netns()
-        host.remove_cgroups()
+        if owns_machine:
+            host.remove_netns()
+            host.remove_cgroups()
         for link in Path("/var/log/containers").glob("*.log") if Path("/var/log/containers").is_dir() else []:
             with contextlib.suppress(OSError):
                 if str(link.readlink()).startswith(str(self.layout.pod_log_dir)):
