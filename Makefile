@@ -20,12 +20,13 @@ help:
 	@echo "make bench  - benchmarks (never part of make test)"
 	@echo "make generate-crds - copy the canonical crds/*.yaml into the operator package and the chart"
 
-$(BIN)/vigil: pyproject.toml
+# vigil_dev (dev/) and the test apps (dev/testapps/) are their own distributions: never in the kafka-vigil wheel
+$(BIN)/vigil: pyproject.toml dev/pyproject.toml dev/testapps/pyproject.toml
 	@scripts/ensure-system-deps
-	@scripts/timed "python venv + pip install -e .[dev]" bash -c '\
+	@scripts/timed "python venv + pip install -e .[dev] -e dev/testapps -e dev" bash -c '\
 	  test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
 	  $(BIN)/python -m pip install -q --upgrade pip; \
-	  $(BIN)/python -m pip install -q -e ".[dev]"'
+	  $(BIN)/python -m pip install -q -e ".[dev]" -e ./dev/testapps -e ./dev'
 	@touch $@
 
 stack-deps: $(BIN)/vigil
@@ -36,7 +37,7 @@ stack-deps: $(BIN)/vigil
 setup: $(BIN)/vigil stack-deps
 
 typecheck: $(BIN)/vigil
-	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator spark/vigil_spark dev/vigil_dev
+	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator spark/vigil_spark dev/vigil_dev dev/testapps/vigil_testapps
 
 lint: $(BIN)/vigil typecheck verify-crds
 	@scripts/timed "ruff" $(BIN)/ruff check .
