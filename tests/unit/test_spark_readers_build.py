@@ -1,4 +1,4 @@
-"""`vigil_dev.spark.install.ensure_readers`: vigil's byte-reader jar compiled once into the jars directory."""
+"""`vigil_spark.jvm.build`: vigil's byte-reader jar, the report's own build step; the dev cache uses it too."""
 
 import zipfile
 from pathlib import Path
@@ -7,6 +7,7 @@ import pytest
 
 from vigil_dev.errors import DevError
 from vigil_dev.spark import install
+from vigil_spark import jvm
 from vigil_spark.decode import sql
 
 
@@ -16,11 +17,10 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_the_jar_holds_every_class_the_decoder_registers_and_is_built_once(cache: Path) -> None:
+def test_the_jar_holds_every_class_the_decoder_registers_and_is_built_once(tmp_path: Path) -> None:
     lines: list[str] = []
-    jar = install.ensure_readers(progress=lines.append)
-    assert jar.parent == install.jars_dir(install.pyspark_jars()[0])
-    assert str(jar).startswith(str(cache))
+    jar = jvm.build(tmp_path, progress=lines.append)
+    assert jar.parent == tmp_path
     with zipfile.ZipFile(jar) as archive:
         names = set(archive.namelist())
     wanted = {cls.replace(".", "/") + ".class" for cls, _ in sql.JVM_FUNCTIONS.values()}
@@ -28,21 +28,39 @@ def test_the_jar_holds_every_class_the_decoder_registers_and_is_built_once(cache
     assert len(lines) == 1
     assert "compiled" in lines[0]
     again: list[str] = []
-    assert install.ensure_readers(progress=again.append) == jar
+    assert jvm.build(tmp_path, progress=again.append) == jar
     assert again == []  # warm: a lookup, no compile
 
 
-def test_a_changed_source_is_a_new_jar_and_the_old_one_goes(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = install.ensure_readers(progress=lambda _: None)
-    source = install.readers_source()
-    monkeypatch.setattr(install, "readers_source", lambda: source + "\n// changed\n")
-    second = install.ensure_readers(progress=lambda _: None)
+def test_the_jar_is_byte_for_byte_reproducible(tmp_path: Path) -> None:
+    first = jvm.build(tmp_path / "a", progress=lambda _: None)
+    second = jvm.build(tmp_path / "b", progress=lambda _: None)
+    assert first.name == second.name
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_a_changed_source_is_a_new_jar_and_the_old_one_goes(tmp_path: Path) -> None:
+    first = jvm.build(tmp_path, progress=lambda _: None)
+    second = jvm.build(tmp_path, progress=lambda _: None, text=jvm.source() + "\n// changed\n")
     assert second != first
     assert second.exists()
     assert not first.exists()
 
 
-def test_without_javac_the_error_names_it(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", str(cache))  # nothing on it
-    with pytest.raises(DevError, match=r"javac not found on PATH: .*JDK"):
+def test_without_javac_the_error_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it
+    with pytest.raises(jvm.BuildError, match=r"javac not found on PATH: .*JDK"):
+        jvm.build(tmp_path / "out", progress=lambda _: None)
+
+
+def test_the_dev_cache_builds_it_with_the_same_step(cache: Path) -> None:
+    jar = install.ensure_readers(progress=lambda _: None)
+    assert jar.parent == install.jars_dir(jvm.pyspark_jars()[0])
+    assert str(jar).startswith(str(cache))
+    assert jar.name == jvm.jar_name(jvm.source(), jvm.pyspark_jars()[0])
+
+
+def test_the_dev_cache_says_what_is_missing_in_its_own_words(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(cache))
+    with pytest.raises(DevError, match=r"^spark: javac not found on PATH"):
         install.ensure_readers(progress=lambda _: None)
