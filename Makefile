@@ -10,7 +10,7 @@ PYTEST := $(BIN)/python -m pytest
 ARTIFACTS := test-artifacts
 
 .PHONY: help setup stack-deps lint typecheck test test-unit test-kafka test-kafka3 test-kube test-e2e test-spark demo bench clean \
-	generate-crds verify-crds
+	generate-crds verify-crds images lock
 
 help:
 	@echo "make demo   - real Kafka up, a real 3-member consumer group described by the broker, down"
@@ -19,6 +19,8 @@ help:
 	@echo "make lint   - ruff, mypy --strict, import-linter"
 	@echo "make bench  - benchmarks (never part of make test)"
 	@echo "make generate-crds - copy the canonical crds/*.yaml into the operator package and the chart"
+	@echo "make images - build the four images without Docker (mmdebstrap, umoci, skopeo; root) into $(VIGIL_CACHE)/images/out"
+	@echo "make lock   - regenerate images/*.lock (the images' hash-pinned dependencies)"
 
 # vigil_dev (dev/) and the test apps (dev/testapps/) are their own distributions: never in the kafka-vigil wheel
 $(BIN)/vigil: pyproject.toml dev/pyproject.toml dev/testapps/pyproject.toml
@@ -66,6 +68,13 @@ verify-crds: $(BIN)/vigil
 	@for crd in consumergroups.vigil.dev.yaml kopf-peering.yaml; do cmp -s crds/$$crd $(CHART_CRDS)/$$crd || { \
 	  echo "verify-crds: $(CHART_CRDS)/$$crd differs from the canonical crds/ (run: make generate-crds)"; exit 1; }; done
 	@$(BIN)/vigil crd reference --check $(CRD_REFERENCE)
+
+# The images: OCI and docker archives per image under $(VIGIL_CACHE)/images/out/ (docs/development.md#images)
+images: $(BIN)/vigil
+	@scripts/timed "images (sidecar, operator, report, testapps)" $(BIN)/python -m vigil_dev.images
+
+lock: $(BIN)/vigil
+	@$(BIN)/python -m vigil_dev.images --lock
 
 test-unit: $(BIN)/vigil
 	@scripts/timed "unit suite" $(PYTEST) tests/unit -m "not spark" -q
