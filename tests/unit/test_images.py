@@ -73,6 +73,7 @@ def test_the_report_image_finds_its_baked_jars_and_java() -> None:
     assert dict(report.env)[session.JARS_ENV] == spec.JARS_DIR
     assert spec.JARS_DIR.startswith(spec.VENV + "/")  # in the app layer
     assert "openjdk-17-jre-headless" in report.base.packages
+    assert report.workdir == "/tmp"  # Spark writes artifacts/ under the working directory: the chart's emptyDir
     assert not [p for p in report.base.packages if "jdk" in p and "jre" not in p]  # a runtime, no compiler
 
 
@@ -98,6 +99,7 @@ def test_the_bases_are_shared_and_built_from_debian_with_its_security_updates() 
     ]
     assert '--essential-hook=mkdir -p "$1/usr/share/man/man1"' in argv  # openjdk's postinst needs it
     assert any(h.startswith("--customize-hook=echo vigil:x:65532:65532:") and "/etc/passwd" in h for h in argv)
+    assert '--customize-hook=rm -f "$1/etc/resolv.conf"' in argv  # never the build host's resolver
 
 
 def test_pip_runs_from_its_wheel_offline_with_hashes_and_a_clean_environment() -> None:
@@ -169,11 +171,39 @@ def test_runc_runs_an_image_like_a_locked_down_pod() -> None:
         "linux": {"namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "mount"}]},
         "mounts": [{"destination": "/proc", "type": "proc"}],
     }
-    config = runc.bundle_config(unpacked, args=["vigil", "--help"], env={"A": "1"})
+    config = runc.bundle_config(unpacked, args=["vigil", "--help"], env={"A": "1"}, hosts_file="/h")
     assert config["root"] == {"path": "rootfs", "readonly": True}
     assert config["process"]["terminal"] is False
     assert config["process"]["args"] == ["vigil", "--help"]
     assert config["process"]["env"] == ["PATH=/x", "A=1"]
     assert [ns["type"] for ns in config["linux"]["namespaces"]] == ["pid", "mount"]  # the host network
-    assert [m["destination"] for m in config["mounts"]] == ["/proc", "/tmp"]
+    assert [m["destination"] for m in config["mounts"]] == ["/proc", "/tmp", "/etc/hosts"]
+    assert config["mounts"][-1]["source"] == "/h"
+    assert config["hostname"] == runc.HOSTNAME
     assert unpacked["process"]["terminal"] is True  # the input is not changed
+
+
+def test_a_missing_tool_is_named_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vigil_dev.images import build
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it
+    monkeypatch.setattr(build.os, "geteuid", lambda: 0)
+    with pytest.raises(build.ImageBuildError, match=r"^images: mmdebstrap not found on PATH \(Debian: apt-get install"):
+        build.ensure_images(progress=lambda _: None, names=["sidecar"])
+
+
+def test_an_unreachable_mirror_is_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vigil_dev.images import build
+
+    monkeypatch.setenv("VIGIL_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")  # loopback, nothing listens
+    with pytest.raises(
+        build.ImageBuildError, match=r"^images: Debian mirror unreachable: http://127\.0\.0\.1:9/debian"
+    ):
+        build.debian_state(progress=lambda _: None)
+
+
+def test_an_unknown_image_is_refused() -> None:
+    from vigil_dev.images import build
+
+    with pytest.raises(build.ImageBuildError, match="no image"):
+        build.ensure_images(progress=lambda _: None, names=["nginx"])

@@ -75,14 +75,14 @@ def ensure_images(
 ) -> dict[str, BuiltImage]:
     """Build (or find cached) the named images, all four by default. `out_dir` replaces the cache's bases, layers
     and outputs (not its downloads): a second, independent build of the same inputs, for the reproducibility test."""
-    wanted = [spec.BY_NAME[n] for n in names] if names else list(spec.IMAGES)
     unknown = set(names or ()) - set(spec.BY_NAME)
     if unknown:
         raise ImageBuildError(f"images: no image {sorted(unknown)} (known: {', '.join(spec.BY_NAME)})")
+    wanted = [spec.BY_NAME[n] for n in names] if names else list(spec.IMAGES)
     _preflight(wanted)
     cache = paths.cache_dir() / "images"
     root = out_dir or cache
-    debian = _debian_state(progress)
+    debian = debian_state(progress)
     recipe = _recipe()
     built = {}
     for image in wanted:
@@ -118,7 +118,7 @@ def _preflight(images: Sequence[spec.Image]) -> None:
                               "CPython 3.11 on x86_64 glibc Linux (the images' interpreter)")  # fmt: skip
 
 
-def _debian_state(progress: Progress) -> DebianState:
+def debian_state(progress: Progress) -> DebianState:
     mirror = os.environ.get("VIGIL_DEBIAN_MIRROR", plan.DEFAULT_MIRROR).rstrip("/")
     security = os.environ.get("VIGIL_DEBIAN_SECURITY_MIRROR", plan.DEFAULT_SECURITY_MIRROR).rstrip("/")
     sources = plan.suites(mirror, security)

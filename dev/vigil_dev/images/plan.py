@@ -38,6 +38,8 @@ DPKG_EXCLUDES = (
 #: Purged from shell-less bases after every maintainer script has run (they were only needed for those).
 SHELL_PACKAGES = ("bash", "perl-base", "debconf")
 CHROOT_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+#: The image's /etc/hosts when nothing mounts one (Kubernetes does): loopback names only.
+HOSTS = "127.0.0.1\\tlocalhost\\n::1\\tlocalhost ip6-localhost ip6-loopback\\n"
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,14 @@ def base_hooks(base: spec.Base) -> list[str]:
             'rm -f "$1/var/lib/dpkg/info/dash.postrm"',
             f'chroot "$1" {purge} --no-triggers dash',
         ]
-    hooks += ['rm -rf "$1/var/cache/debconf" "$1/var/log/"*.log "$1/var/lib/dpkg/"*-old']
+    hooks += [
+        'rm -rf "$1/var/cache/debconf" "$1/var/log/"*.log "$1/var/lib/dpkg/"*-old',
+        # mmdebstrap copies the build host's resolv.conf and hostname in (its resolver's address, its name) and
+        # leaves them: the image would differ per build host. The runtime provides all three (kubelet mounts them).
+        'rm -f "$1/etc/resolv.conf"',
+        'echo localhost > "$1/etc/hostname" && chmod 644 "$1/etc/hostname"',
+        f'printf {shlex.quote(HOSTS)} > "$1/etc/hosts" && chmod 644 "$1/etc/hosts"',
+    ]
     return hooks
 
 

@@ -19,14 +19,22 @@ from vigil_dev.images.build import ImageBuildError
 
 #: The container's scratch directory (an emptyDir in the chart): a tmpfs here.
 TMP = "/tmp"  # noqa: S108 - a path inside the container, not the host's
+HOSTNAME = "vigil-image-test"
 
 
 def bundle_config(
-    config: Mapping[str, Any], *, args: Sequence[str] | None = None, env: Mapping[str, str] | None = None
+    config: Mapping[str, Any],
+    *,
+    args: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    hosts_file: str | None = None,
 ) -> dict[str, Any]:
     """umoci's generated runtime config, made like a locked-down pod: read-only root, no terminal, the host's
-    network namespace (nothing to set up), a tmpfs /tmp, `args` replacing the entrypoint and `env` added."""
+    network namespace (nothing to set up), a tmpfs /tmp, `args` replacing the entrypoint and `env` added, and,
+    like the kubelet, an /etc/hosts that resolves the container's hostname (`hosts_file`, mounted read-only; the
+    JVM's InetAddress.getLocalHost fails without it)."""
     out = copy.deepcopy(dict(config))
+    out["hostname"] = HOSTNAME
     process = out["process"]
     process["terminal"] = False
     if args is not None:
@@ -37,7 +45,11 @@ def bundle_config(
     linux = out.setdefault("linux", {})
     linux["namespaces"] = [ns for ns in linux.get("namespaces", []) if ns.get("type") != "network"]
     tmp = {"destination": TMP, "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "size=256m"]}
-    out["mounts"] = [*(m for m in out.get("mounts", []) if m.get("destination") != TMP), tmp]
+    mounts = [m for m in out.get("mounts", []) if m.get("destination") not in {TMP, "/etc/hosts"}]
+    mounts.append(tmp)
+    if hosts_file is not None:
+        mounts.append({"destination": "/etc/hosts", "type": "bind", "source": hosts_file, "options": ["rbind", "ro"]})
+    out["mounts"] = mounts
     return out
 
 
@@ -56,7 +68,9 @@ def run(
         _check(["tar", "-C", str(layout), "-xf", str(oci_archive)], "tar -x (oci archive)")
         _check(["umoci", "unpack", "--image", f"{layout}:{tag}", str(bundle)], "umoci unpack")
         config_path = bundle / "config.json"
-        config = bundle_config(json.loads(config_path.read_text()), args=args, env=env)
+        hosts = Path(tmp) / "hosts"
+        hosts.write_text(f"127.0.0.1\tlocalhost {HOSTNAME}\n::1\tlocalhost\n")
+        config = bundle_config(json.loads(config_path.read_text()), args=args, env=env, hosts_file=str(hosts))
         config_path.write_text(json.dumps(config))
         name = f"vigil-image-test-{uuid.uuid4().hex[:8]}"
         argv = ["runc", "--root", str(state), "run", "--bundle", str(bundle), name]

@@ -116,6 +116,9 @@ IMAGES: tuple[Image, ...] = (
         extra="report",
         jars=True,
         entrypoint=("vigil", "report"),
+        # Spark 4 creates `artifacts/` under the working directory when a session registers Java UDFs (vigil's byte
+        # readers): on a read-only root that must be the writable /tmp (an emptyDir in the chart), or the job fails
+        workdir="/tmp",  # noqa: S108 - a path inside the image
         env=(
             ("VIGIL_SPARK_JARS", JARS_DIR),
             ("JAVA_HOME", "/usr/lib/jvm/java-17-openjdk-amd64"),
