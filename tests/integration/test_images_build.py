@@ -7,11 +7,13 @@ warm, the first build is a cache lookup and only the second sidecar build costs 
 """
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from vigil_core.version import VERSION
+from vigil_dev import paths
 from vigil_dev.images import BuiltImage, ensure_images, runc, spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.images, pytest.mark.timeout(1800)]
@@ -55,9 +57,14 @@ def test_every_image_is_tagged_for_the_chart_and_within_its_size(built: dict[str
     assert built["sidecar"].compressed_bytes <= 55_000_000
 
 
-def test_the_same_inputs_give_the_same_digest(built: dict[str, BuiltImage], tmp_path: Path) -> None:
-    """The second build shares only the downloads (wheels, jars): a new base by mmdebstrap, new layers, new archives."""
-    again = ensure_images(progress=lambda line: print(line, flush=True), names=["sidecar"], out_dir=tmp_path)
+def test_the_same_inputs_give_the_same_digest(
+    built: dict[str, BuiltImage], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second build shares nothing with the first but pip's download cache: an empty $VIGIL_CACHE, so a new base
+    by mmdebstrap, the kafka-vigil wheel built again, the locked wheels fetched and verified again, new archives."""
+    monkeypatch.setenv("PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR") or str(paths.cache_dir() / "pip"))
+    monkeypatch.setenv("VIGIL_CACHE", str(tmp_path))
+    again = ensure_images(progress=lambda line: print(line, flush=True), names=["sidecar"])
     first, second = built["sidecar"], again["sidecar"]
     assert second.oci_archive.parent.is_relative_to(tmp_path)
     assert second.digest == first.digest

@@ -132,6 +132,9 @@ def base_hooks(base: spec.Base) -> list[str]:
         ]
     hooks += [
         'rm -rf "$1/var/cache/debconf" "$1/var/log/"*.log "$1/var/lib/dpkg/"*-old',
+        # no apt in the essential variant, only its empty dirs, whose `partial/` owner (root or _apt) depends on how
+        # mmdebstrap's download ran: gone, so two builds agree
+        'rm -rf "$1/var/cache/apt" "$1/var/lib/apt"',
         # mmdebstrap copies the build host's resolv.conf and hostname in (its resolver's address, its name) and
         # leaves them: the image would differ per build host. The runtime provides all three (kubelet mounts them).
         'rm -f "$1/etc/resolv.conf"',
