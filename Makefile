@@ -80,7 +80,7 @@ test-unit: $(BIN)/vigil
 	@scripts/timed "unit suite" $(PYTEST) tests/unit -m "not spark" -q
 
 test-kafka: setup
-	@scripts/timed "kafka integration suite" $(PYTEST) tests/integration -m "integration and not kafka3 and not kube and not spark" -q
+	@scripts/timed "kafka integration suite" $(PYTEST) tests/integration -m "integration and not kafka3 and not kube and not spark and not images" -q
 
 test-kafka3: setup
 	@scripts/timed "kafka 3-node suite" $(PYTEST) tests/integration -m "kafka3" -q

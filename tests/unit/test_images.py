@@ -131,7 +131,8 @@ def test_layer_tars_are_deterministic() -> None:
         assert flag in argv
     assert "--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime" in argv
     assert argv[-1] == "./opt/vigil"
-    assert "--exclude=./opt/vigil" in plan.tar_argv("/r", "/b.tar", EPOCH, exclude=plan.BASE_EXCLUDES)
+    base = plan.tar_argv("/r", "/b.tar", EPOCH, exclude=plan.BASE_EXCLUDES)
+    assert {"--exclude=./opt/vigil", "--exclude=./var/lib/apt", "--exclude=./dev/*"} <= set(base)
 
 
 def test_the_archives_are_named_for_ctr() -> None:
@@ -207,3 +208,34 @@ def test_an_unknown_image_is_refused() -> None:
 
     with pytest.raises(build.ImageBuildError, match="no image"):
         build.ensure_images(progress=lambda _: None, names=["nginx"])
+
+
+def jks(entries: list[tuple[str, int, bytes]]) -> bytes:
+    import hashlib
+    import struct
+
+    body = struct.pack(">III", 0xFEEDFEED, 2, len(entries))
+    for alias, stamp, cert in entries:
+        name = alias.encode()
+        body += struct.pack(">IH", 2, len(name)) + name + struct.pack(">QH", stamp, 5) + b"X.509"
+        body += struct.pack(">I", len(cert)) + cert
+    return body + hashlib.sha1("changeit".encode("utf-16-be") + b"Mighty Aphrodite" + body).digest()  # noqa: S324 - JKS
+
+
+def test_the_java_keystore_loses_its_build_time_stamps() -> None:
+    """ca-certificates-java stamps each CA with the clock: two report bases differed by that file alone."""
+    first = jks([("debian:a", 1_700_000_000_123, b"cert-a"), ("debian:b", 1_700_000_000_456, b"cert-bb")])
+    second = jks([("debian:a", 1_800_000_000_001, b"cert-a"), ("debian:b", 1_800_000_000_002, b"cert-bb")])
+    assert first != second
+    assert plan.normalize_jks(first, EPOCH) == plan.normalize_jks(second, EPOCH)
+    at_epoch = jks([("debian:a", EPOCH * 1000, b"cert-a"), ("debian:b", EPOCH * 1000, b"cert-bb")])
+    assert plan.normalize_jks(first, EPOCH) == at_epoch
+    with pytest.raises(ValueError, match="not a JKS"):
+        plan.normalize_jks(b"\x30\x82" + bytes(30), EPOCH)  # PKCS#12
+
+
+def test_a_build_directory_is_never_removed_through_a_mount(tmp_path: Path) -> None:
+    from vigil_dev.images import build
+
+    assert build.mounts_below(Path("/proc")) == ["/proc"]
+    assert build.mounts_below(tmp_path) == []

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -260,11 +261,18 @@ def _ensure_base(base: spec.Base, key: str, *, root: Path, debian: DebianState, 
     if dpkg.returncode != 0:
         raise ImageBuildError(f"images: dpkg-query failed in base {base.name}: {dpkg.stderr.strip()[:200]}")
     (work / "dpkg.txt").write_text(dpkg.stdout)
+    cacerts = rootfs / plan.JAVA_CACERTS
+    if cacerts.exists():
+        try:
+            cacerts.write_bytes(plan.normalize_jks(cacerts.read_bytes(), debian.epoch))
+        except ValueError as exc:
+            raise ImageBuildError(f"images: base {base.name}: {cacerts}: {exc}") from exc
     _run(plan.tar_argv(str(rootfs), str(work / "layer.tar"), debian.epoch, exclude=plan.BASE_EXCLUDES), "tar (base)")
     (work / "epoch").write_text(f"{debian.epoch}\n")
     _rmtree(rootfs)
     _rmtree(final)
     work.rename(final)
+    _prune(final)
     size = (final / "layer.tar").stat().st_size
     progress(f"images: base {base.name}: {size / 1e6:.0f} MB in {time.monotonic() - started:.0f}s")
     return final
@@ -445,6 +453,7 @@ def _ensure_app_layer(
         partial = final.with_suffix(".partial")
         _run(plan.tar_argv(str(rootfs), str(partial), epoch, members=[f".{spec.VENV}"]), "tar (app)")
         partial.rename(final)
+    _prune(final.parent)
     progress(f"images: {image.name}: {final.stat().st_size / 1e6:.0f} MB venv in {time.monotonic() - started:.0f}s")
     return final
 
@@ -535,8 +544,37 @@ def _scratch(path: Path) -> Iterator[Path]:
         _rmtree(path)
 
 
+def _prune(current: Path) -> None:
+    """Drop the older builds beside `current` (`<name>-<key>`): a Debian update or a change makes a new one, and
+    bases and layers are 90-700 MB each."""
+    name = current.name.rsplit("-", 1)[0]
+    for sibling in current.parent.glob(f"{name}-*"):
+        if sibling != current and sibling.name.rsplit("-", 1)[0] == name:
+            _rmtree(sibling)
+
+
 def _rmtree(path: Path) -> None:
+    """Remove a build directory, never through a mount: an interrupted mmdebstrap may leave the host's /proc, /sys
+    or /dev mounted in its rootfs, and deleting through those would delete host files."""
+    if not path.exists():
+        return
+    for mount in mounts_below(path):
+        subprocess.run(["umount", "--recursive", "--lazy", mount], capture_output=True, check=False)
+    left = mounts_below(path)
+    if left:
+        raise ImageBuildError(f"images: {left[0]} is still mounted: unmount it, then remove {path}")
     shutil.rmtree(path, ignore_errors=True)
+
+
+def mounts_below(path: Path) -> list[str]:
+    """Mount points under `path`, deepest first (from /proc/self/mountinfo; octal escapes decoded)."""
+    root = str(path.resolve())
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+        if point == root or point.startswith(root + "/"):
+            points.append(point)
+    return sorted(points, key=len, reverse=True)
 
 
 def _mkdir(path: Path) -> Path:

@@ -17,6 +17,7 @@ Reproducibility comes from here:
 import hashlib
 import re
 import shlex
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -132,9 +133,6 @@ def base_hooks(base: spec.Base) -> list[str]:
         ]
     hooks += [
         'rm -rf "$1/var/cache/debconf" "$1/var/log/"*.log "$1/var/lib/dpkg/"*-old',
-        # no apt in the essential variant, only its empty dirs, whose `partial/` owner (root or _apt) depends on how
-        # mmdebstrap's download ran: gone, so two builds agree
-        'rm -rf "$1/var/cache/apt" "$1/var/lib/apt"',
         # mmdebstrap copies the build host's resolv.conf and hostname in (its resolver's address, its name) and
         # leaves them: the image would differ per build host. The runtime provides all three (kubelet mounts them).
         'rm -f "$1/etc/resolv.conf"',
@@ -192,8 +190,20 @@ def tar_argv(
     ]
 
 
-#: What the base layer never holds: the kernel's and the runtime's mount points' contents, the wheelhouse.
-BASE_EXCLUDES = ("./dev/*", "./proc/*", "./sys/*", "./run/*", "./tmp/*", "./wh", f".{spec.VENV}")
+#: What the base layer never holds: the kernel's and the runtime's mount points' contents, the wheelhouse, and apt's
+#: directories (no apt in the essential variant; mmdebstrap recreates them after every hook, `partial/` owned by
+#: _apt or root depending on whether _apt could reach the build directory: two caches, two digests otherwise).
+BASE_EXCLUDES = (
+    "./dev/*",
+    "./proc/*",
+    "./sys/*",
+    "./run/*",
+    "./tmp/*",
+    "./wh",
+    f".{spec.VENV}",
+    "./var/lib/apt",
+    "./var/cache/apt",
+)
 
 
 def venv_argv(rootfs: str, epoch: int) -> list[str]:
@@ -311,3 +321,40 @@ def skopeo_argvs(
 
 def layer_description(base: spec.Base) -> str:
     return f"mmdebstrap {spec.SUITE} essential + {' '.join(base.packages)}" + ("" if base.keeps_shell else " - shells")
+
+
+#: The JRE's CA keystore (ca-certificates-java writes it in JKS format, password "changeit", from the system CAs).
+JAVA_CACERTS = "etc/ssl/certs/java/cacerts"
+#: Debian's keystore password: public, it only guards the file's integrity digest.
+JAVA_STOREPASS = "changeit"
+_JKS_MAGIC = 0xFEEDFEED
+_JKS_TRUSTED_CERT = 2
+
+
+def normalize_jks(data: bytes, epoch: int, password: str = JAVA_STOREPASS) -> bytes:
+    """The same keystore with every entry's creation date set to `epoch` and its integrity digest recomputed.
+
+    ca-certificates-java stamps each entry with the wall clock when it builds the keystore, the one file that made
+    two report bases differ. JKS has no salt: the trailing SHA-1 over (password as UTF-16BE, "Mighty Aphrodite",
+    the body) is all there is to redo. Only trusted-certificate entries are expected (ValueError otherwise).
+    """
+    magic, version, count = struct.unpack_from(">III", data, 0)
+    if magic != _JKS_MAGIC or version != 2:
+        raise ValueError("not a JKS keystore (version 2)")
+    out = bytearray(data[:12])
+    pos = 12
+    for _ in range(count):
+        (tag,) = struct.unpack_from(">I", data, pos)
+        if tag != _JKS_TRUSTED_CERT:
+            raise ValueError(f"JKS entry of type {tag}: only trusted certificates are expected")
+        (alias_len,) = struct.unpack_from(">H", data, pos + 4)
+        stamp = pos + 6 + alias_len
+        (type_len,) = struct.unpack_from(">H", data, stamp + 8)
+        (cert_len,) = struct.unpack_from(">I", data, stamp + 10 + type_len)
+        end = stamp + 14 + type_len + cert_len
+        out += data[pos:stamp] + struct.pack(">Q", epoch * 1000) + data[stamp + 8 : end]
+        pos = end
+    if len(data) - pos != 20:
+        raise ValueError("JKS keystore: unexpected bytes after the entries")
+    digest = hashlib.sha1(password.encode("utf-16-be") + b"Mighty Aphrodite" + bytes(out))  # noqa: S324 - JKS's own
+    return bytes(out) + digest.digest()
