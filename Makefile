@@ -9,23 +9,26 @@ export PIP_CACHE_DIR ?= $(VIGIL_CACHE)/pip
 PYTEST := $(BIN)/python -m pytest
 ARTIFACTS := test-artifacts
 
-.PHONY: help setup stack-deps lint typecheck test test-unit test-kafka test-kafka3 test-kube test-e2e test-spark demo bench clean \
-	generate-crds verify-crds
+.PHONY: help setup stack-deps lint typecheck test test-unit test-images test-kafka test-kafka3 test-kube test-e2e test-demo \
+	test-spark demo bench clean generate-crds verify-crds images lock
 
 help:
-	@echo "make demo   - real Kafka up, a real 3-member consumer group described by the broker, down"
-	@echo "make test   - install everything, then lint and every suite (unit, Kafka, Kubernetes integration)"
-	@echo "make setup  - only the installs (venv, Kafka jars, Kubernetes from Go modules) — cached in $(VIGIL_CACHE)"
+	@echo "make demo   - the whole story on a real stack: Kafka, Kubernetes with a real node, vigil by helm; down"
+	@echo "make test   - install everything, then lint and every suite (unit, images, Kafka, Kubernetes, e2e, demo, Spark)"
+	@echo "make setup  - only the installs (venv, Kafka jars, Kubernetes from Go modules, images) — cached in $(VIGIL_CACHE)"
 	@echo "make lint   - ruff, mypy --strict, import-linter"
 	@echo "make bench  - benchmarks (never part of make test)"
 	@echo "make generate-crds - copy the canonical crds/*.yaml into the operator package and the chart"
+	@echo "make images - build the four images without Docker (mmdebstrap, umoci, skopeo; root) into $(VIGIL_CACHE)/images/out"
+	@echo "make lock   - regenerate images/*.lock (the images' hash-pinned dependencies)"
 
-$(BIN)/vigil: pyproject.toml
+# vigil_dev (dev/) and the test apps (dev/testapps/) are their own distributions: never in the kafka-vigil wheel
+$(BIN)/vigil: pyproject.toml dev/pyproject.toml dev/testapps/pyproject.toml
 	@scripts/ensure-system-deps
-	@scripts/timed "python venv + pip install -e .[dev]" bash -c '\
+	@scripts/timed "python venv + pip install -e .[dev] -e dev/testapps -e dev" bash -c '\
 	  test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
 	  $(BIN)/python -m pip install -q --upgrade pip; \
-	  $(BIN)/python -m pip install -q -e ".[dev]"'
+	  $(BIN)/python -m pip install -q -e ".[dev]" -e ./dev/testapps -e ./dev'
 	@touch $@
 
 stack-deps: $(BIN)/vigil
@@ -33,10 +36,10 @@ stack-deps: $(BIN)/vigil
 	@scripts/timed "kubernetes binaries (go build, cached)" $(BIN)/python -m vigil_dev.kube.build
 	@scripts/timed "spark jars: kafka connector (maven), byte readers (javac)" $(BIN)/python -m vigil_dev.spark.install
 
-setup: $(BIN)/vigil stack-deps
+setup: $(BIN)/vigil stack-deps images
 
 typecheck: $(BIN)/vigil
-	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator spark/vigil_spark dev/vigil_dev
+	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator spark/vigil_spark dev/vigil_dev dev/testapps/vigil_testapps
 
 lint: $(BIN)/vigil typecheck verify-crds
 	@scripts/timed "ruff" $(BIN)/ruff check .
@@ -66,11 +69,21 @@ verify-crds: $(BIN)/vigil
 	  echo "verify-crds: $(CHART_CRDS)/$$crd differs from the canonical crds/ (run: make generate-crds)"; exit 1; }; done
 	@$(BIN)/vigil crd reference --check $(CRD_REFERENCE)
 
+# The images: OCI and docker archives per image under $(VIGIL_CACHE)/images/out/ (docs/development.md#images)
+images: $(BIN)/vigil stack-deps
+	@scripts/timed "images (sidecar, operator, report, testapps)" $(BIN)/python -m vigil_dev.images
+
+lock: $(BIN)/vigil
+	@$(BIN)/python -m vigil_dev.images --lock
+
 test-unit: $(BIN)/vigil
 	@scripts/timed "unit suite" $(PYTEST) tests/unit -m "not spark" -q
 
+test-images: setup
+	@scripts/timed "image build suite (reproducible digests, the images run under runc)" $(PYTEST) tests/integration -m "images" -q
+
 test-kafka: setup
-	@scripts/timed "kafka integration suite" $(PYTEST) tests/integration -m "integration and not kafka3 and not kube and not spark" -q
+	@scripts/timed "kafka integration suite" $(PYTEST) tests/integration -m "integration and not kafka3 and not kube and not spark and not images" -q
 
 test-kafka3: setup
 	@scripts/timed "kafka 3-node suite" $(PYTEST) tests/integration -m "kafka3" -q
@@ -81,11 +94,15 @@ test-kube: setup
 test-e2e: setup
 	@scripts/timed "e2e suite (vigil by helm on the real node, Kafka)" $(PYTEST) tests/e2e -m "e2e and not demo" -q
 
+# The demo starts a stack of its own: the node is one per machine, so it runs in a session of its own.
+test-demo: setup
+	@scripts/timed "demo (its own stack: Kafka, Kubernetes with a real node, vigil by helm)" $(PYTEST) tests/e2e -m "demo" -q
+
 test-spark: setup
 	@scripts/timed "spark suite" $(PYTEST) tests -m "spark" -q
 
-# Order is the test rules' order: unit -> Kafka integration (incl. 3-node) -> Kubernetes -> e2e -> Spark
-test: setup lint test-unit test-kafka test-kafka3 test-kube test-e2e test-spark
+# Order is the test rules' order: unit -> images -> Kafka integration (incl. 3-node) -> Kubernetes -> e2e -> demo -> Spark
+test: setup lint test-unit test-images test-kafka test-kafka3 test-kube test-e2e test-demo test-spark
 
 demo: setup
 	@$(BIN)/vigil demo

@@ -2,7 +2,7 @@
 
 A private stack under `--state-dir`: one KRaft node, the real control plane, one fakelet node running the pods as
 processes, and a real `vigil operator` (with its injection webhook). For every N of `--replicas` and every
-configuration, a fresh namespace gets a StatefulSet of N real consumers (`vigil_dev.testing.consumerapp`, each
+configuration, a fresh namespace gets a StatefulSet of N real consumers (`vigil_testapps.consumerapp`, each
 joining `--startup-seconds` after it starts, like an app with a slow start) on a new topic of 2·N partitions; once
 the group is Stable with every partition assigned, a template change restarts every pod:
 

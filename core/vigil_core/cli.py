@@ -8,6 +8,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 #: Subcommands whose issue has not landed yet: name -> (what it will do, the issue that delivers it).
 PENDING: dict[str, tuple[str, str]] = {}
@@ -55,16 +56,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"vigil {args.command}: not implemented yet — lands with issue {issue} ({text})", file=sys.stderr)
         return 2
     if args.command == "dev":
-        from vigil_dev import cli as dev_cli  # noqa: PLC0415
-
-        dev_parser = argparse.ArgumentParser(prog="vigil dev", description="the real local stack: up, down, status")
-        dev_cli.add_arguments(dev_parser)
-        return dev_cli.run(dev_parser.parse_args(rest))
+        return _run_dev(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    from vigil_dev import demo  # noqa: PLC0415
+    demo = _dev_module("demo", "demo")
+    return 2 if demo is None else int(demo.run())
 
-    return demo.run()
+
+def _run_dev(argv: Sequence[str]) -> int:
+    dev_cli = _dev_module("dev", "cli")
+    if dev_cli is None:
+        return 2
+    dev_parser = argparse.ArgumentParser(prog="vigil dev", description="the real local stack: up, down, status")
+    dev_cli.add_arguments(dev_parser)
+    return int(dev_cli.run(dev_parser.parse_args(list(argv))))
+
+
+def _dev_module(command: str, module: str) -> ModuleType | None:
+    """`vigil_dev.<module>`, imported by name: vigil_dev is a development checkout's distribution (`dev/`), never
+    shipped, so no shipped package may import it statically (import-linter `shipped-never-imports-dev`). Absent
+    (an image, a plain `pip install kafka-vigil`): one line on stderr and None."""
+    try:
+        return importlib.import_module(f"vigil_dev.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("vigil_dev", f"vigil_dev.{module}"):
+            raise
+    print(f"vigil {command}: needs a development checkout of vigil (make setup installs vigil_dev); "
+          "this installation has only the shipped packages", file=sys.stderr)  # fmt: skip
+    return None
 
 
 def _run_extra(command: str, argv: Sequence[str]) -> int:

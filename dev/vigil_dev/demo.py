@@ -30,6 +30,7 @@ from vigil_dev import paths, stack
 from vigil_dev.errors import DevError
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.kube.controlplane import KubeCluster
+from vigil_dev.spark import install as spark_install
 from vigil_dev.testing import clients, images
 from vigil_dev.testing.broker_log import generations
 from vigil_dev.testing.chart import Tools
@@ -175,7 +176,10 @@ def _report(kafka: KafkaCluster, events_topic: str, state: Path) -> None:
     out = state / "report"
     logs = [str(kafka.server_log(node.node_id)) for node in kafka.nodes]
     _say("5. the report job over everything above (__consumer_offsets, the events topic, the broker's log) ...")
-    env = os.environ | kafka.connection().to_env()
+    from vigil_spark import session  # noqa: PLC0415 - imports pyspark: only this step needs it
+
+    jars = spark_install.ensure_jars(progress=lambda line: _say(f"   {line}"))  # the job has no default jars
+    env = os.environ | kafka.connection().to_env() | {session.JARS_ENV: str(jars)}
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "vigil_spark", "--out", str(out), "--cluster", "demo", "--master", "local[2]",

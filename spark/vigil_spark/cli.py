@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--jars",
         default=None,
         metavar="DIR",
-        help="Spark's Kafka source jars (default: $VIGIL_SPARK_JARS, else the `make setup` cache)",
+        help="Spark's Kafka source jars (default: $VIGIL_SPARK_JARS, which the report image sets)",
     )
     p.add_argument(
         "--group-id",
@@ -199,18 +199,12 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def default_jars(env: Mapping[str, str]) -> str | None:
-    """`$VIGIL_SPARK_JARS`, else the directory `python -m vigil_dev.spark.install` fills if it has jars."""
+    """`$VIGIL_SPARK_JARS` (the report image sets it; a development checkout's tools set it to the jars cache `make
+    setup` fills), else none: Spark's own classpath decides. Never a development cache found behind the user's back:
+    `vigil_spark` does not know about `vigil_dev`."""
     from vigil_spark import session  # noqa: PLC0415 - keeps pyspark out of `--help`
 
-    if env.get(session.JARS_ENV):
-        return env[session.JARS_ENV]
-    try:
-        from vigil_dev.spark import install  # noqa: PLC0415 - only a development checkout has the cache
-
-        cached = install.jars_dir()
-    except Exception:  # noqa: BLE001 - no dev tooling (a production image): Spark's own classpath decides
-        return None
-    return str(cached) if any(cached.glob("*.jar")) else None
+    return env.get(session.JARS_ENV) or None
 
 
 def _quiet_jvm_options() -> list[str]:
@@ -257,7 +251,7 @@ def _start_spark(args: argparse.Namespace, env: Mapping[str, str]) -> tuple["Spa
     say(f"spark {spark.version} on {master} started in {time.monotonic() - started:.1f}s")
     if sql.readers_for(spark) is not sql.JVM:
         say("warning: vigil's byte readers jar is not on the classpath: offset commits decode in pure SQL, about 3x "
-            "slower (run `python -m vigil_dev.spark.install`, or add the vigil-kafka-bytes jar to --jars)")  # fmt: skip
+            "slower (build it: python -m vigil_spark.jvm DIR, and add DIR to --jars)")  # fmt: skip
     return spark, existing is None
 
 

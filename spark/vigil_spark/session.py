@@ -1,7 +1,8 @@
 """The one place the report's SparkSession is built.
 
-Jars are files resolved at setup (`python -m vigil_dev.spark.install`), never Maven coordinates: a job that
-resolves packages at start needs network access and a writable Ivy cache in every image. ANSI mode stays on
+Jars are files resolved at build time (baked into the report image; `make setup` for a checkout), never Maven
+coordinates: a job that resolves packages at start needs network access and a writable Ivy cache in every image.
+ANSI mode stays on
 (the Spark 4 default): the SQL decoders are written not to trip it, and a silent null is worse than a loud
 error everywhere else. vigil's byte readers (a jar in the same directory) are registered as SQL functions here.
 """
@@ -33,7 +34,7 @@ def jar_files(jars_dir: Path | str | None = None) -> list[Path]:
     directory = Path(chosen)
     jars = sorted(directory.glob("*.jar"))
     if not jars:
-        raise SessionError(f"{JARS_ENV}: no jars in {directory} (run: python -m vigil_dev.spark.install)")
+        raise SessionError(f"{JARS_ENV}: no jars in {directory} (in a checkout: make setup fills its jars cache)")
     return jars
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-pytestmark = [pytest.mark.e2e]
+pytestmark = [pytest.mark.demo]
 
 
 def test_the_demo_tells_the_whole_story_within_its_bounds() -> None:

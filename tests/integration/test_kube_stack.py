@@ -36,7 +36,7 @@ from vigil_dev.testing.waiting import bound, wait_for
 
 pytestmark = pytest.mark.kube
 
-APP = ["python", "-m", "vigil_dev.testing.podapp"]
+APP = ["python", "-m", "vigil_testapps.podapp"]
 
 
 def app_container(name: str = "app", port: int = 8080, **extra: Any) -> dict[str, Any]:

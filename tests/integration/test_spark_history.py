@@ -58,7 +58,7 @@ def _dynamic_app(conn: KafkaConnection, group: str, topic: str, name: str, state
     """A dynamic member in its own process (the test pods' consumer app), so SIGKILL is a real crash: no
     LeaveGroup, the broker removes it only when its session expires."""
     marker_key, marker_value = "VIGIL_TEST_HISTORY_APP", str(state_dir / name)
-    argv = [sys.executable, "-m", "vigil_dev.testing.consumerapp", "--group", group, "--topic", topic]
+    argv = [sys.executable, "-m", "vigil_testapps.consumerapp", "--group", group, "--topic", topic]
     argv += ["--control-port", str(ports.free_ports(1)[0])]
     env = {"PATH": "/usr/bin:/bin", **conn.to_env(), "KAFKA_CLIENT_ID": name, "VIGIL_POD_IP": "127.0.0.1",
            marker_key: marker_value}  # fmt: skip

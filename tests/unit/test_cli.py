@@ -92,3 +92,22 @@ def test_the_operator_reads_its_own_settings_and_ignores_service_link_variables(
     assert loaded.resync_seconds == 3
     with pytest.raises(ValueError, match="resync_seconds"):
         settings.from_env({"VIGIL_OPERATOR_RESYNC_SECONDS": "0"})
+
+
+NO_DEV = """
+import sys
+sys.modules["vigil_dev"] = None  # an image: kafka-vigil without the development distribution
+from vigil_core.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("argv", [["dev", "status"], ["demo"]])
+def test_without_a_development_checkout_dev_and_demo_say_so_in_one_line(argv: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-c", NO_DEV, *argv], capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"vigil {argv[0]}: needs a development checkout of vigil (make setup installs vigil_dev); "
+        "this installation has only the shipped packages"
+    ]

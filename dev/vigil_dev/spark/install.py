@@ -1,5 +1,5 @@
 """Fill the report's jars directory once: `spark-sql-kafka-0-10` for the installed pyspark (Maven) and vigil's
-byte readers for the SQL decoder (`vigil_spark/jvm/KafkaBytes.java`, compiled with javac).
+byte readers for the SQL decoder (built by the report's own step, `vigil_spark.jvm`).
 
 The job never resolves jars itself (`spark.jars.packages` would reach Maven Central at every start and in
 production images): `spark.jars` points at the directory this fills. Only jars pyspark does not already
@@ -11,24 +11,19 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
-import zipfile
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 
 from vigil_dev import paths
 from vigil_dev.errors import DevError
 from vigil_dev.kafka import install as kafka_install
+from vigil_spark import jvm
 
 POM = Path(__file__).with_name("pom.xml")
 #: Resolve this connector version instead of the pinned one (e.g. while Maven Central lacks the pinned release).
 OVERRIDE_ENV = "VIGIL_SPARK_KAFKA_VERSION"
 _ARTIFACT = re.compile(r"^(?P<name>.+?)-\d[^/]*\.jar$")
-#: The byte readers' jar is named after a digest of its source and the pyspark it was compiled against.
-READERS_PREFIX = "vigil-kafka-bytes"
-READERS_SOURCE = "KafkaBytes.java"
 
 
 def pinned_version() -> str:
@@ -113,45 +108,15 @@ def ensure_spark_kafka(progress: Callable[[str], None] = print) -> Path:
     return jars
 
 
-def readers_source() -> str:
-    return resources.files("vigil_spark").joinpath("jvm", READERS_SOURCE).read_text()
-
-
 def ensure_readers(progress: Callable[[str], None] = print) -> Path:
-    """vigil's byte-reader jar in the jars directory; compiled on first use (a second), a lookup when warm.
-
-    Call it after `ensure_spark_kafka`, which replaces the directory when it resolves again.
+    """vigil's byte-reader jar in the jars directory, built by the report's own step (`vigil_spark.jvm`, which the
+    image build calls too). Call it after `ensure_spark_kafka`, which replaces the directory when it resolves again.
     """
-    installed, bundled = pyspark_jars()
-    source = readers_source()
-    digest = hashlib.sha256(source.encode() + installed.encode()).hexdigest()[:12]
-    jars = jars_dir(installed)
-    jar = jars / f"{READERS_PREFIX}-{digest}.jar"
-    if jar.exists():
-        return jar
-    javac = shutil.which("javac")
-    if javac is None:
-        raise DevError("javac not found on PATH: vigil's Spark byte readers need a JDK (openjdk-17-jdk-headless)")
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="vigil-readers-") as tmp:
-        src = Path(tmp) / READERS_SOURCE
-        src.write_text(source)
-        classes = Path(tmp) / "classes"
-        cmd = [javac, "--release", "17", "-nowarn", "-cp", str(bundled / "*"), "-d", str(classes), str(src)]
-        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            reason = (result.stderr.strip().splitlines() or ["no output"])[0][:300]
-            raise DevError(f"spark: javac could not compile {READERS_SOURCE}: {reason}")
-        jars.mkdir(parents=True, exist_ok=True)
-        partial = jar.with_suffix(".partial")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
-            for cls in sorted(classes.rglob("*.class")):
-                out.write(cls, cls.relative_to(classes).as_posix())
-    for old in jars.glob(f"{READERS_PREFIX}-*.jar"):
-        old.unlink()
-    partial.rename(jar)
-    progress(f"spark: byte readers compiled into {jar} in {time.monotonic() - started:.1f}s")
-    return jar
+    try:
+        installed, _ = jvm.pyspark_jars()
+        return jvm.build(jars_dir(installed), progress)
+    except jvm.BuildError as exc:
+        raise DevError(f"spark: {exc}") from exc
 
 
 def ensure_jars(progress: Callable[[str], None] = print) -> Path:

@@ -19,30 +19,17 @@ from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopi
 
 from vigil_core.kafka.security import ClientConfig, KafkaConnection
 from vigil_dev.testing.waiting import wait_for
+from vigil_testapps import config as testapps_config
 
-#: Client settings the test rules require: explicit heartbeat, session, poll interval and assignor.
-CONSUMER_DEFAULTS: ClientConfig = {
-    "session.timeout.ms": 6000,
-    "heartbeat.interval.ms": 1000,
-    "max.poll.interval.ms": 300000,
-    "partition.assignment.strategy": "range",
-    "auto.offset.reset": "earliest",
-    "enable.auto.commit": True,
-    "auto.commit.interval.ms": 500,
-}
-
-
-#: Settings a KIP-848 (`group.protocol=consumer`) client must not set.
-KIP848_BROKER_SIDE = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
+# the test rules' client settings: defined with the test apps (which run in pods without vigil_dev), used here too
+CONSUMER_DEFAULTS = testapps_config.CONSUMER_DEFAULTS
+KIP848_BROKER_SIDE = testapps_config.KIP848_BROKER_SIDE
+QUIET = testapps_config.QUIET
 
 
 def unique(prefix: str) -> str:
     """A topic or group name no other test uses."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-#: librdkafka logs only errors: its retries while a fresh broker loads are expected here, not news.
-QUIET: ClientConfig = {"log_level": 3}
 
 
 def admin(conn: KafkaConnection) -> AdminClient:

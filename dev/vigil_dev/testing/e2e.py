@@ -19,7 +19,7 @@ from vigil_dev.testing.kube_fixtures import RESTRICTED_CONTAINER, Kube
 from vigil_dev.testing.waiting import wait_for
 
 CG = ("vigil.dev", "v1alpha1", "consumergroups")
-APP = ["python", "-m", "vigil_dev.testing.consumerapp"]
+APP = ["python", "-m", "vigil_testapps.consumerapp"]
 
 
 def consumer_group(name: str, group: str, bootstrap: str, *, spec: dict[str, Any] | None = None,

@@ -24,6 +24,6 @@ def archives(progress: Callable[[str], None]) -> list[Path]:
         if missing := [str(p) for p in paths if not p.is_file()]:
             raise DevError(f"{ARCHIVES_ENV}: no such file {', '.join(missing)}")
         return paths
-    from vigil_dev import images as build  # type: ignore[attr-defined]  # noqa: PLC0415 - the builder lands next
+    from vigil_dev import images as build  # noqa: PLC0415 - the builder only when no archives are given
 
     return [image.docker_archive for image in build.ensure_images(progress).values()]

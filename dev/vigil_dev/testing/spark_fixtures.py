@@ -37,6 +37,8 @@ def spark() -> Iterator[SparkSession]:
             jars = str(install.ensure_readers(progress=lambda _: None).parent)
         except DevError as exc:
             _missing_readers.append(str(exc))
+        if jars is not None:  # `vigil report` processes the tests start find the same jars (vigil_spark has no default)
+            os.environ[session.JARS_ENV] = jars
     try:
         spark = session.build("local[2]", jars_dir=jars, app_name="vigil-tests", shuffle_partitions=2)
     except session.SessionError as exc:

@@ -1,31 +1,10 @@
-"""A tiny app for bridge tests: one static member (KIP-345) polling with vigil's helper Consumer, killable.
+"""Start and read `vigil_testapps.static_app` (one static member, killable) as a real process for bridge tests."""
 
-`python -m vigil_dev.testing.static_app --group G --topic T --instance-id I [--max-poll-interval-ms N]` joins G
-as static member I with the test timings (`clients.CONSUMER_DEFAULTS`: session 6 s, heartbeat 1 s), beacons to
-`$VIGIL_BEACON_ADDR` and holds the helper's connection to the sidecar; the broker comes from `VIGIL_KAFKA_*`.
-
-- SIGUSR1: stop calling poll() and stay alive (librdkafka keeps heartbeating until max.poll.interval.ms; the
-  helper's connection stays open): the stalled-but-alive app;
-- SIGTERM: close the consumer and exit 0; SIGKILL (the test's crash) leaves the member to its session timeout.
-
-Each change of member id, generation or assignment is printed (`static_app: member=... generation=...`), so the
-test can read the app's own view from its log.
-"""
-
-import argparse
-import os
-import signal
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
-from vigil_core.kafka import cgmd
 from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
-from vigil_dev.testing.clients import CONSUMER_DEFAULTS, QUIET
-from vigil_sidecar.client import Consumer
 from vigil_sidecar.client.consumer import BEACON_ADDR_ENV
 
 
@@ -42,7 +21,7 @@ def start(
     """Start the app as a real process (again, after a kill: same log, appended); stop it with the returned
     handle's `kill()` (the crash) or `stop()` (SIGTERM)."""
     marker_key, marker_value = "VIGIL_TEST_STATIC_APP", str(state_dir / f"app-{instance_id}")
-    argv = [sys.executable, "-m", "vigil_dev.testing.static_app", "--group", group, "--topic", topic]
+    argv = [sys.executable, "-m", "vigil_testapps.static_app", "--group", group, "--topic", topic]
     argv += ["--instance-id", instance_id]
     if max_poll_interval_ms is not None:
         argv += ["--max-poll-interval-ms", str(max_poll_interval_ms)]
@@ -59,53 +38,3 @@ def start(
 
 def log_path(state_dir: Path, instance_id: str) -> Path:
     return state_dir / f"app-{instance_id}.log"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--group", required=True)
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--instance-id", required=True)
-    parser.add_argument("--max-poll-interval-ms", type=int, default=int(CONSUMER_DEFAULTS["max.poll.interval.ms"]))
-    args = parser.parse_args(argv)
-    conf: dict[str, Any] = KafkaConnection.from_env(os.environ).confluent_config() | dict(CONSUMER_DEFAULTS) | QUIET
-    conf |= {
-        "group.id": args.group,
-        "group.instance.id": args.instance_id,
-        "client.id": args.instance_id,
-        "max.poll.interval.ms": args.max_poll_interval_ms,
-    }
-    stalled, stopping = threading.Event(), threading.Event()
-
-    def stall(_signum: int, _frame: FrameType | None) -> None:
-        stalled.set()
-
-    def stop(_signum: int, _frame: FrameType | None) -> None:
-        stopping.set()
-
-    signal.signal(signal.SIGUSR1, stall)
-    signal.signal(signal.SIGTERM, stop)
-    consumer = Consumer(conf)
-    consumer.subscribe([args.topic])
-    print(f"static_app: pid={os.getpid()} instance={args.instance_id} group={args.group}", flush=True)
-    seen: tuple[str, int, int] | None = None
-    try:
-        while not stopping.is_set():
-            if stalled.is_set():
-                print("static_app: stalled (no more polls)", flush=True)
-                while not stopping.wait(0.2):  # short waits: the SIGTERM handler runs between them
-                    pass
-                break
-            consumer.poll(0.2)
-            meta = cgmd.parse(consumer.consumer_group_metadata())
-            now = (consumer.memberid() or "", meta.generation if meta else -1, len(consumer.assignment()))
-            if now != seen:
-                seen = now
-                print(f"static_app: member={now[0]} generation={now[1]} assigned={now[2]}", flush=True)
-    finally:
-        consumer.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -114,7 +114,7 @@ def _conv_uvarint(b: Column, pos: Column) -> Column:
 
 CONV = Readers("conv", _conv_int16, _conv_int32, _conv_int64, _conv_uvarint)
 
-#: The JVM readers' SQL names, classes (in the jar `python -m vigil_dev.spark.install` compiles) and types.
+#: The JVM readers' SQL names, classes (in the jar `python -m vigil_spark.jvm` builds) and types.
 JVM_FUNCTIONS: dict[str, tuple[str, T.DataType]] = {
     "vigil_int16": ("dev.vigil.spark.KafkaBytes$Int16", T.IntegerType()),
     "vigil_int32": ("dev.vigil.spark.KafkaBytes$Int32", T.IntegerType()),

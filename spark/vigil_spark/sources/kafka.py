@@ -156,7 +156,7 @@ def stream_topic(
         text = str(exc).lower()
         if "find data source: kafka" in text or ("data_source_not_found" in text and "kafka" in text):
             raise SessionError(
-                "Spark's Kafka source is not on the classpath: set VIGIL_SPARK_JARS or --jars to the directory "
-                "`python -m vigil_dev.spark.install` fills"
+                "Spark's Kafka source is not on the classpath: set VIGIL_SPARK_JARS or --jars to a directory holding "
+                "spark-sql-kafka-0-10 and its dependencies (the report image has one; in a checkout: make setup)"
             ) from None
         raise

@@ -1,6 +1,6 @@
 """A real consumer app for test pods: one member of a group, stallable from a test.
 
-`python -m vigil_dev.testing.consumerapp --group G --topic T [--control-port 8080]` joins G with vigil's app
+`python -m vigil_testapps.consumerapp --group G --topic T [--control-port 8080]` joins G with vigil's app
 helper (`vigil_sidecar.client.Consumer`, which beacons to `$VIGIL_BEACON_ADDR` when the sidecar was injected),
 honours `KAFKA_CLIENT_ID` and `KAFKA_GROUP_INSTANCE_ID` as the webhook sets them, and reads the broker from
 `VIGIL_KAFKA_*` (the same connection variables the sidecar uses). Test hooks, by environment:
@@ -29,9 +29,9 @@ from types import FrameType
 from typing import Any
 
 from vigil_core.kafka.security import KafkaConnection
-from vigil_dev.testing.clients import CONSUMER_DEFAULTS, KIP848_BROKER_SIDE
-from vigil_dev.testing.podapp import QuietHandler
 from vigil_sidecar.client import Consumer
+from vigil_testapps.config import CONSUMER_DEFAULTS, KIP848_BROKER_SIDE
+from vigil_testapps.podapp import QuietHandler
 
 
 class App:

@@ -1,6 +1,6 @@
 """A tiny app for test pods: health endpoints a test can break, and its own view of itself.
 
-`python -m vigil_dev.testing.podapp --port 8080` listens on `$VIGIL_POD_IP` (the pod's own loopback
+`python -m vigil_testapps.podapp --port 8080` listens on `$VIGIL_POD_IP` (the pod's own loopback
 address) and serves:
 
 - `GET /healthz` → 200 `ok`, or 500 after `POST /fail` (liveness probes)

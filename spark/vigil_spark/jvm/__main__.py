@@ -1,0 +1,5 @@
+import sys
+
+from vigil_spark.jvm import main
+
+sys.exit(main())
