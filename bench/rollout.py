@@ -1,7 +1,8 @@
 """Restarts of a consumer StatefulSet: rebalances and unowned partitions, stock configurations vs vigil (issue #8).
 
-A private stack under `--state-dir`: one KRaft node, the real control plane, one fakelet node running the pods as
-processes, and a real `vigil operator` (with its injection webhook). For every N of `--replicas` and every
+A private stack under `--state-dir` (`vigil dev up`): one KRaft node, Kubernetes with a real node running the pods as
+containers from vigil's images, and vigil installed with `helm install` (its operator in a pod, its injection
+webhook behind a Service). For every N of `--replicas` and every
 configuration, a fresh namespace gets a StatefulSet of N real consumers (`vigil_testapps.consumerapp`, each
 joining `--startup-seconds` after it starts, like an app with a slow start) on a new topic of 2·N partitions; once
 the group is Stable with every partition assigned, a template change restarts every pod:
@@ -38,7 +39,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 import threading
 import time
@@ -55,20 +55,20 @@ from kubernetes.client.exceptions import ApiException
 
 from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
+from vigil_dev import stack as dev_stack
 from vigil_dev.errors import DevError
-from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.kafka.cluster import KafkaCluster
-from vigil_dev.kube import controlplane
-from vigil_dev.testing import clients, e2e
+from vigil_dev.kube.controlplane import KubeCluster
+from vigil_dev.testing import clients, e2e, images
 from vigil_dev.testing.broker_log import broker_lines, generations
+from vigil_dev.testing.chart import Tools
 from vigil_dev.testing.kube_fixtures import Kube, pod_ready
-from vigil_dev.testing.operator import RunningOperator, start_operator
+from vigil_dev.testing.release import RunningOperator, install_operator
 from vigil_dev.testing.waiting import wait_for
 from vigil_operator import crd
 from vigil_operator.rollout_cli import progress as rollout_progress
 
 ROOT = Path(__file__).resolve().parents[1]
-NODE = "node-1"
 NAME = "orders"
 
 
@@ -291,7 +291,7 @@ class Bench:
         namespace = f"bench-{cfg.key}-{uuid.uuid4().hex[:6]}"
         group = clients.unique(f"roll-{cfg.key}")
         topic = clients.create_topic(self.conn, clients.unique("roll"), partitions=row.partitions)
-        self.kube.core.create_namespace({"metadata": {"name": namespace}})
+        self.kube.create_namespace(namespace)
         sampler: Sampler | None = None
         try:
             wait_for(lambda: self._exists(namespace), timeout=60, what=f"the default ServiceAccount of {namespace}")
@@ -487,32 +487,30 @@ def report(rows: list[Row], args: argparse.Namespace, command: str, elapsed: flo
 
 
 def start_stack(state: Path, stack: dict[str, Any]) -> tuple[KafkaCluster, Kube, RunningOperator]:
-    stack["kafka"] = kafka = kafka_cluster.create(state / "kafka", progress=say)
-    stack["kube"] = cluster = controlplane.create(state / "kube", progress=say)
-    say("starting the fakelet node ...")
-    stack["kube"] = cluster.start_fakelet(NODE)
+    dev_stack.up(state, archives=images.archives(progress=say), progress=say)
+    stack["state"] = state
+    kafka, cluster = KafkaCluster.load(state), KubeCluster.load(state)
+    if kafka is None or cluster is None:
+        raise DevError(f"the stack in {state} did not come up")
     loader: Any = config
     api = loader.new_client_from_config(config_file=str(cluster.kubeconfig))
     stack["api"] = api
-    kube = Kube(stack["kube"], api)
+    kube = Kube(cluster, api)
     kube.apply(crd.load())
     kube.apply((ROOT / "crds" / "kopf-peering.yaml").read_text())
-    say("starting the operator (webhook managed, no events topic) ...")
-    stack["operator"] = operator = start_operator(cluster.kubeconfig, state / "operator", events_topic="")
+    say("helm install vigil (no events topic) ...")
+    kube.create_namespace("vigil")
+    tools = Tools.from_binaries(cluster.binaries, cluster.kubeconfig, state / "helm-home")
+    operator = install_operator(kube, tools, "vigil", namespace="vigil", events_topic="")
     return kafka, kube, operator
 
 
 def stop_stack(stack: dict[str, Any]) -> None:
     say("stopping the stack ...")
-    if "operator" in stack:
-        stack["operator"].stop()
     if "api" in stack:
         stack["api"].close()
-    if "kube" in stack:
-        stack["kube"].stop()
-        shutil.rmtree(stack["kube"].home / "etcd", ignore_errors=True)
-    if "kafka" in stack:
-        stack["kafka"].stop()
+    if "state" in stack:
+        dev_stack.down(stack["state"])
 
 
 def main() -> int:

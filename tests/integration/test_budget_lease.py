@@ -186,7 +186,7 @@ def test_in_cluster_config_reads_the_mounted_service_account(budget: Budget, tmp
     (tmp_path / "ca.crt").write_bytes(budget.kube.cluster.pki.ca_cert.read_bytes())
     (tmp_path / "namespace").write_text(budget.namespace)
     port = budget.kube.cluster.server.rsplit(":", 1)[1]
-    env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": port}
+    env = {"KUBERNETES_SERVICE_HOST": budget.kube.cluster.network.node_ip, "KUBERNETES_SERVICE_PORT": port}
     api = LeaseApi.in_cluster(budget.lease, env=env, account_dir=tmp_path)
     assert isinstance(api, LeaseApi)
 

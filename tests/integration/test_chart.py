@@ -262,11 +262,14 @@ def _check_operator_command_line(objects: list[Obj], namespace: str, values: dic
         assert parsed.priority_from_pod_name
         assert parsed.priority is None
         assert parsed.peering == values["operator"].get("peeringName", "vigil")
-        assert container["env"] == [{"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     else:
         assert parsed.standalone
         assert not parsed.priority_from_pod_name
-        assert "env" not in container
+    # the pod name: each replica's peering priority, and the operator's identity (kopf's default needs a passwd
+    # entry for the image's user, which it has not)
+    assert container["env"] == [{"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    (deployment,) = find(objects, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["enableServiceLinks"] is False  # no VIGIL_* Service variables
     assert settings.namespace == namespace
     assert settings.metrics_port == values.get("operator", {}).get("metricsPort", 8081)
     webhook = values.get("webhook", {})
