@@ -14,6 +14,7 @@ from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.kafka.config import Security
 from vigil_dev.testing import clients
 from vigil_dev.testing.chart import Tools
+from vigil_dev.testing.e2e import CG
 from vigil_dev.testing.fixtures import kafka_cluster
 from vigil_dev.testing.kube_fixtures import Kube, install_crd
 from vigil_dev.testing.release import RunningOperator, install_operator
@@ -74,6 +75,21 @@ def operator(
     try:
         yield running
     finally:
+        finalize_groups(kube)  # the module's deleted groups, while its operator still runs
         running.stop()
         with contextlib.suppress(ApiException):
             kube.core.delete_namespace(release)
+
+
+def finalize_groups(kube: Kube) -> None:
+    """Every ConsumerGroup being deleted (or in a namespace being deleted) finalized before the operator goes: one
+    left with vigil's finalizer would keep its namespace Terminating, and be one more group the next module's
+    (cluster-wide) operator acts on."""
+
+    def leaving() -> list[str]:
+        going = {n.metadata.name for n in kube.core.list_namespace().items if n.metadata.deletion_timestamp}
+        items = kube.custom.list_cluster_custom_object(*CG)["items"]
+        return [f"{i['metadata']['namespace']}/{i['metadata']['name']}" for i in items
+                if i["metadata"].get("deletionTimestamp") or i["metadata"]["namespace"] in going]  # fmt: skip
+
+    wait_for(leaving, lambda left: not left, timeout=120, what="the deleted ConsumerGroups finalized")

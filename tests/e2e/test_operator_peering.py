@@ -14,7 +14,7 @@ import pytest
 
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
-from vigil_dev.testing.e2e import cond, consumer_group, silent_broker, status_of
+from vigil_dev.testing.e2e import CG, cond, consumer_group, silent_broker, status_of
 from vigil_dev.testing.kube_fixtures import Kube
 from vigil_dev.testing.release import Replica, RunningOperator
 from vigil_dev.testing.waiting import bound, wait_for
@@ -52,6 +52,15 @@ def peered(operator: RunningOperator) -> RunningOperator:
     """The peered release with its Deployment at 0: the tests start the replicas."""
     operator.scale(0)
     return operator
+
+
+def delete_groups(kube: Kube, namespace: str) -> None:
+    """The test's ConsumerGroups gone while a replica still acts: one left with vigil's finalizer (no operator
+    after the test) would be one more group a later test's cluster-wide replicas resync."""
+    for cr in kube.custom.list_namespaced_custom_object(*CG[:2], namespace, CG[2])["items"]:
+        kube.custom.delete_namespaced_custom_object(*CG[:2], namespace, CG[2], cr["metadata"]["name"])
+    wait_for(lambda: kube.custom.list_namespaced_custom_object(*CG[:2], namespace, CG[2])["items"], lambda i: not i,
+             timeout=60, what=f"the ConsumerGroups of {namespace} finalized and gone")  # fmt: skip
 
 
 def set_peer(kube: Kube, peering: str, identity: str, priority: int | None) -> None:
@@ -107,6 +116,7 @@ def test_of_two_replicas_the_higher_pod_name_priority_acts_and_the_other_takes_o
                  what="the resumed replica resyncing")  # fmt: skip
         print(f"after a {end}: resumed in {resumed:.1f} s, two resyncs {time.monotonic() - gone:.1f} s")
     finally:
+        delete_groups(kube, namespace)  # while a replica still acts: it releases the finalizer
         low.stop()
         high.stop()
         kube.custom.delete_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", peering)
@@ -160,6 +170,7 @@ def test_a_resync_in_flight_when_the_replica_pauses_writes_nothing_and_none_star
             assert low.log_text().count(RESUMING) == resumes
             assert "Traceback" not in low.log_text()
         finally:
+            delete_groups(kube, namespace)
             low.stop()
             if high is not None:
                 high.stop()
