@@ -75,8 +75,9 @@ def test_the_reports_job_runs_in_a_restricted_pod_and_writes_the_groups_status(
 
         report = wait_for(lambda: s.status().get("report") or {}, bool, timeout=30,
                           what=f"ConsumerGroup {s.namespace}/{s.name}: status.report")  # fmt: skip
-        assert report["cluster"] == "default"
-        assert report.get("lastRun"), json.dumps(report)
+        assert report["cluster"] == "default", json.dumps(report)
+        assert report["reportTime"], json.dumps(report)
+        assert report["rebalances24h"] >= 1, json.dumps(report)  # at least the group's own join
     finally:
         producing.stop()
         s.close()

@@ -69,6 +69,16 @@ def test_containerd_keeps_everything_under_the_node_home_and_clamps_oom_scores()
     assert "SystemdCgroup = false" in text
 
 
+def test_unix_sockets_stay_short_wherever_the_state_directory_is() -> None:
+    """containerd refuses a socket path over 104 characters ("unix socket path too long"): a test's tmp_path is
+    longer. Sockets go through the node's short link, whatever `home` is."""
+    deep = NodeLayout(**{**LAYOUT.__dict__, "home": Path("/tmp/pytest-of-root/pytest-71/" + "x" * 80 + "/kube/node")})
+    assert len(f"{deep.containerd_socket}.ttrpc") <= 104
+    assert len(f"{deep.kubelet_root}/pod-resources/kubelet.sock") <= 104
+    assert f"--root-dir={deep.kubelet_root}" in layout.kubelet_argv(deep, "kubelet")
+    assert f'address = "{deep.containerd_socket}"' in layout.containerd_config(deep)
+
+
 def test_the_kubelet_authenticates_callers_and_never_collects_images_or_uses_the_host_resolver() -> None:
     config = yaml.safe_load(layout.kubelet_config(LAYOUT, Path("/c.crt"), Path("/c.key")))
     assert config["authentication"]["anonymous"]["enabled"] is False

@@ -64,6 +64,7 @@ class RealNode:
         lay = self.layout
         for directory in (lay.containerd_dir, lay.cni_conf_dir, lay.cni_ipam_dir, lay.kubelet_dir, lay.pod_log_dir):
             directory.mkdir(parents=True, exist_ok=True)
+        host.link_short_path(lay.home)
         lay.containerd_config.write_text(layout.containerd_config(lay))
         (lay.cni_conf_dir / "10-vigil.conflist").write_text(layout.cni_conflist(lay))
         cert, key = lay.home / "kubelet-serving.crt", lay.home / "kubelet-serving.key"
@@ -191,6 +192,7 @@ class RealNode:
         if owns_machine:
             host.remove_netns()
             host.remove_cgroups()
+            host.unlink_short_path(self.home)
         for link in Path("/var/log/containers").glob("*.log") if Path("/var/log/containers").is_dir() else []:
             with contextlib.suppress(OSError):
                 if str(link.readlink()).startswith(str(self.layout.pod_log_dir)):

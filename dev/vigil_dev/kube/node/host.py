@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from vigil_dev.errors import DevError
-from vigil_dev.kube.node.layout import BRIDGE_INTERFACE, CNI_BIN_DIR, NODE_INTERFACE, Network
+from vigil_dev.kube.node.layout import BRIDGE_INTERFACE, CNI_BIN_DIR, NODE_INTERFACE, SHORT_PATH, Network
 
 LOCK_FILE = Path("/run/vigil-dev-node.lock")
 #: Debian packages that provide each command the node runs (the one-line hint of a failed preflight).
@@ -202,12 +202,14 @@ def leftovers(home: Path, network: Network) -> list[str]:
     ]
     found += [f"iptables {rule}" for rule in iptables_rules(network)]
     found += [f"cgroup {c}" for c in kubepods_cgroups()]
+    found += [f"link {SHORT_PATH}"] if SHORT_PATH.is_symlink() and SHORT_PATH.readlink() == home else []
     return found
 
 
 def node_processes(home: Path) -> list[tuple[int, str]]:
-    """Processes whose command line names a path under `home` (containerd, shims, kubelet, kube-proxy)."""
-    marker = str(home)
+    """Processes whose command line names a path under `home` (containerd, kubelet, kube-proxy) or the node's
+    short link (the shims name only containerd's socket, through it)."""
+    markers = (str(home), str(SHORT_PATH))
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -216,9 +218,20 @@ def node_processes(home: Path) -> list[tuple[int, str]]:
             argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        if marker in argv and int(entry.name) != os.getpid():
+        if any(m in argv for m in markers) and int(entry.name) != os.getpid():
             found.append((int(entry.name), argv[:160]))
     return found
+
+
+def link_short_path(home: Path) -> None:
+    """Point `layout.SHORT_PATH` at the node's directory (replacing a link a killed node left)."""
+    SHORT_PATH.unlink(missing_ok=True)
+    SHORT_PATH.symlink_to(home)
+
+
+def unlink_short_path(home: Path) -> None:
+    if SHORT_PATH.is_symlink() and SHORT_PATH.readlink() == home:
+        SHORT_PATH.unlink()
 
 
 def mounts_under(home: Path) -> list[str]:

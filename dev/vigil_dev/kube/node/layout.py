@@ -30,6 +30,10 @@ PAUSE_IMAGE = "localhost/vigil-pause:3.10.1"
 """The sandbox image, built from the release's pause.c (`node.pause`): imported under exactly this name."""
 CNI_BIN_DIR = Path("/usr/lib/cni")
 """Debian's containernetworking-plugins."""
+SHORT_PATH = Path("/run/vigil-node")
+"""A symlink to the node's directory: unix sockets (containerd's, the kubelet's under its root dir) are limited to
+~104 characters, and a state directory under a test's tmp_path is longer than that (containerd: "unix socket path
+too long"). The node is one per machine, so one fixed link serves."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ class NodeLayout:
 
     @property
     def containerd_socket(self) -> Path:
-        return self.containerd_dir / "containerd.sock"
+        return SHORT_PATH / "containerd" / "containerd.sock"
 
     @property
     def containerd_config(self) -> Path:
@@ -114,8 +118,13 @@ class NodeLayout:
 
     @property
     def kubelet_dir(self) -> Path:
-        """The kubelet's --root-dir; it bind-mounts this onto itself, so teardown unmounts it first."""
+        """The kubelet's own directory; it bind-mounts it onto itself, so teardown unmounts it first."""
         return self.home / "kubelet"
+
+    @property
+    def kubelet_root(self) -> Path:
+        """The kubelet's --root-dir: `kubelet_dir` through the short link (its sockets live there)."""
+        return SHORT_PATH / "kubelet"
 
     @property
     def kubelet_config(self) -> Path:
@@ -280,7 +289,7 @@ def kubelet_argv(layout: NodeLayout, binary: str) -> list[str]:
         binary,
         f"--config={layout.kubelet_config}",
         f"--kubeconfig={layout.kubeconfig('kubelet')}",
-        f"--root-dir={layout.kubelet_dir}",
+        f"--root-dir={layout.kubelet_root}",
         f"--node-ip={layout.network.node_ip}",
         f"--hostname-override={NODE_NAME}",
         "--v=1",
