@@ -58,6 +58,9 @@ log = logging.getLogger("vigil.sidecar")
 BRIDGE_CLIENT_ATTEMPTS = 2
 #: App ends further back than this are forgotten (the engine's crash window is at most this).
 APP_ENDS_KEPT_SECONDS = 3600.0
+#: The members of this many app processes are remembered (a restarted process has a new token; an ended one's is
+#: dropped at its end): more than any pod runs at once.
+REPORTED_PROCESSES_KEPT = 16
 
 
 class Sidecar:
@@ -101,6 +104,9 @@ class Sidecar:
         """The app's last beacon as received (the watchdog may not have taken it in yet): the member to bridge."""
         self._holds: dict[object, int] = {}
         """Open helper connections per app process (by the token or pid it reported)."""
+        self._reported: dict[str | None, bridge.Member] = {}
+        """The member each app process last reported, by its token (None: beacons that named no process): the
+        proof of one process's end binds to the member that process reported."""
         self._app_ends: list[float] = []
         """When the app ended (monotonic), oldest first: the engine's crash-loop input."""
         self._bridge: BridgeRunner | None = None
@@ -112,6 +118,13 @@ class Sidecar:
     # -- inputs ------------------------------------------------------------------------------------------------
     def beacon(self, beacon: Beacon, transport: str) -> None:
         self.metrics.beacons.labels(transport).inc()
+        self._reported[beacon.process] = bridge.Member(beacon.member_id, beacon.generation, beacon.instance_id)
+        while len(self._reported) > REPORTED_PROCESSES_KEPT:
+            del self._reported[next(iter(self._reported))]  # the oldest process first (dicts keep insertion order)
+        if not watchdog.watches(self.state.config, beacon.instance_id):
+            self._say_once("beacon", f"beacons of instance {beacon.instance_id!r} are not watched: this sidecar"
+                           f" watches {self.settings.instance_id!r} (another consumer process in the pod)")  # fmt: skip
+            return
         now = time.monotonic()
         if self._stall_reported is not None:  # the app polls again: tell the operator the stall is over
             stalled = now - self.last_beacon_at if self.last_beacon_at is not None else 0.0
@@ -198,21 +211,26 @@ class Sidecar:
             self._holds.pop(process, None)
         self.metrics.app_holds.set(sum(self._holds.values()))
         if left <= 0 and not self.stopping:
-            self._app_ended(time.monotonic())
+            self._app_ended(time.monotonic(), process if isinstance(process, str) else None)
 
-    def _app_ended(self, now: float) -> None:
+    def _app_ended(self, now: float, process: str | None) -> None:
+        member = bridge.ended_member(process, self._reported, others_open=len(self._holds))
+        if process is not None:
+            self._reported.pop(process, None)  # that process is gone: a token is never reused
+        if member is not None and not watchdog.watches(self.state.config, member.instance_id):
+            log.info("another consumer process in the pod ended (member %r, instance %r)", member.member_id,
+                     member.instance_id)  # fmt: skip
+            return  # not this sidecar's member: no end of its app, nothing to bridge
         self.metrics.app_ends.inc()
         earlier = tuple(self._app_ends)
         self._app_ends = [t for t in self._app_ends if now - t < APP_ENDS_KEPT_SECONDS] + [now]
-        beacon = self.last_beacon
-        who = "no member reported" if beacon is None else f"last member {beacon.member_id!r}"
+        who = "no member reported" if member is None else f"its member {member.member_id!r}"
         log.info("the app ended: its helper connection closed (%s)", who)
         if self._bridge is not None:
             self._bridge.observe(bridge.AppEnded())  # a new end while bridged (crash loop?)
             return
         if not self.settings.bridge_enabled:
             return
-        member = None if beacon is None else bridge.Member(beacon.member_id, beacon.generation, beacon.instance_id)
         started = bridge.start(
             self.settings.group_id,
             member,
@@ -220,6 +238,7 @@ class Sidecar:
             earlier_ends=earlier,
             now=now,
             config=self.settings.bridge(),
+            instance_id=self.settings.instance_id,
         )
         if isinstance(started, bridge.Refused):
             self.metrics.bridges_refused.labels(started.cause).inc()

@@ -284,3 +284,69 @@ def test_sigterm_of_the_sidecar_ends_a_running_bridge_without_removing_the_membe
              what="the member expiring at its session timeout")  # fmt: skip
     server_log = kafka.server_log(1).read_text()
     assert not [line for line in server_log.splitlines() if str(old_member) in line and "vigil:" in line]
+
+
+def test_two_consumer_processes_in_one_pod_the_end_of_one_never_bridges_the_other(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    """Issue #23 point 2: one pod, one sidecar (its instance id `p0-a`), two app processes with the helper: A (`p0-a`)
+    and B (`p0-b`). A stalls, so B is the last to beacon, then A is killed (-9). The proof (A's helper connection
+    closing) binds to A's process: A's member is bridged, B is never touched. Before the fix the bridge took whoever
+    beaconed last (B): A expired a session later, B's bridged heartbeat met that rebalance and the bridge removed
+    the healthy B."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("bridge-two"), partitions=4)
+    group = clients.unique("g-bridge-two")
+    sidecar = start_sidecar(
+        conn, group, "pod-p0", tmp_path, instance_id="p0-a", bridge_enabled="true", budget="none",
+        session_timeout_seconds=SESSION, heartbeat_interval_seconds=HEARTBEAT, stall_timeout_seconds=60,
+        check_interval_seconds=1, max_bridge_seconds=60, events_topic="",
+    )  # fmt: skip
+    apps = {name: static_app.start(conn, group, topic, name, tmp_path, beacon_addr=sidecar.beacon_addr)
+            for name in ("p0-a", "p0-b")}  # fmt: skip
+
+    def members() -> dict[str | None, str]:
+        return {m.group_instance_id: m.member_id for m in clients.describe_group(conn, group).members}
+
+    try:
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 2, timeout=60,
+                 what="A and B Stable")  # fmt: skip
+        before = members()
+        wait_for(sidecar.status, lambda s: (s.get("member") or {}).get("member_id") == before["p0-a"]
+                 and s["app"]["helper_connections"] == 2, timeout=30,
+                 what="the sidecar holding both processes' connections and proving A's member")  # fmt: skip
+        generation = generations(kafka, group)[-1]
+        pid = apps["p0-a"].pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGUSR1)  # A hangs: B beacons on, the last to do so
+        wait_for(lambda: static_app.log_path(tmp_path, "p0-a").read_text(), lambda t: "stalled" in t, timeout=10,
+                 what="A stalled")  # fmt: skip
+        seen = sidecar.metric('vigil_sidecar_beacons_total{transport="udp"}')
+        wait_for(lambda: sidecar.metric('vigil_sidecar_beacons_total{transport="udp"}'), lambda n: n >= seen + 3,
+                 timeout=10, what="B's beacons after A hung")  # fmt: skip
+        apps["p0-a"].kill()
+        running = wait_for(lambda: sidecar.status()["bridge"], lambda b: (b or {}).get("heartbeats_sent", 0) >= 1,
+                           timeout=bound(HEARTBEAT), what="a bridge heartbeating")  # fmt: skip
+        assert running["member_id"] == before["p0-a"], running  # A's member, not B's
+        assert running["instance_id"] == "p0-a", running
+        # two session timeouts: A kept by the bridge, B by itself, no rebalance, nobody removed
+        wait_for(lambda: sidecar.status()["bridge"], lambda b: b["heartbeats_sent"] >= 2 * SESSION / HEARTBEAT,
+                 timeout=2 * SESSION + 5, what="two session timeouts of bridging")  # fmt: skip
+        assert members() == before
+        assert generations(kafka, group)[-1] == generation
+        apps["p0-a"] = static_app.start(conn, group, topic, "p0-a", tmp_path, beacon_addr=sidecar.beacon_addr)
+        ended = wait_for(lambda: sidecar.status()["bridge"], lambda b: b["state"] == "ended",
+                         timeout=bound(2 * HEARTBEAT, slack=10), what="the bridge ending")  # fmt: skip
+        assert ended["outcome"] == "rejoined", ended
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 2, timeout=60,
+                 what="A (restarted) and B Stable")  # fmt: skip
+        after = members()
+        assert after["p0-b"] == before["p0-b"]  # B: the same member throughout
+        assert after["p0-a"] != before["p0-a"]  # A: back under a new member id, same instance id
+        assert generations(kafka, group)[-1] == generation, "a rebalance during the episode"
+        server_log = kafka.server_log(1).read_text()
+        assert not [line for line in server_log.splitlines() if before["p0-b"] in line and "LeaveGroup" in line]
+    finally:
+        for app in apps.values():
+            app.stop(grace=5)
+        sidecar.stop()

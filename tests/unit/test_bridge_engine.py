@@ -37,6 +37,7 @@ from vigil_sidecar.bridge.engine import (
     SendHeartbeat,
     Tick,
     Wait,
+    ended_member,
     start,
     step,
 )
@@ -484,12 +485,16 @@ STARTS: dict[str, tuple[str | None, Member | None, tuple[float, ...], str | None
     "an earlier end outside the window does not count": ("container-terminated", ME, (-601.0,), None),
     "an end at the window's edge does not count": ("container-terminated", ME, (-600.0,), None),
     "ends at or after now are not earlier ends": ("container-terminated", ME, (0.0, 5.0), None),
-}
+    "another process's member (instance p0-b in pod-0's sidecar)": ("helper-connection-closed",
+                                                                     Member("m-2", 5, "p0-b"), (), "other-instance"),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize(("proof", "member", "earlier", "refusal"), STARTS.values(), ids=STARTS.keys())
 def test_start(proof: str | None, member: Member | None, earlier: tuple[float, ...], refusal: str | None) -> None:
-    result = start("g", member, proof=proof, earlier_ends=[T0 + t for t in earlier], now=T0, config=CFG)
+    result = start(
+        "g", member, proof=proof, earlier_ends=[T0 + t for t in earlier], now=T0, config=CFG, instance_id="pod-0"
+    )
     if refusal is None:
         assert isinstance(result, BridgeState)
         assert (result.member_id, result.generation, result.instance_id, result.proof) == ("m-1", 5, "pod-0", proof)
@@ -499,6 +504,33 @@ def test_start(proof: str | None, member: Member | None, earlier: tuple[float, .
         assert isinstance(result, Refused)
         assert result.cause == refusal
         assert _one_sentence(result.message)
+
+
+def test_without_an_instance_id_to_check_any_static_member_is_bridged() -> None:
+    """The operator's rollout bridges the member it read for the pod: no instance id to compare with."""
+    other = start("g", Member("m-2", 5, "p0-b"), proof="pod-deleted", earlier_ends=(), now=T0, config=CFG)
+    assert isinstance(other, BridgeState)
+
+
+A, B = Member("m-a", 3, "p0-a"), Member("m-b", 3, "p0-b")
+ENDED: dict[str, tuple[str | None, dict[str | None, Member], int, Member | None]] = {
+    # name: (the ended process's token, the member per process, processes still holding, the member bridged)
+    "the process that ended reported A": ("tok-a", {"tok-a": A, "tok-b": B}, 1, A),
+    "B beaconed last: still A's end is A's": ("tok-a", {"tok-b": B, "tok-a": A}, 1, A),
+    "an untagged report (older helper), the only process": ("tok-a", {None: A}, 0, A),
+    "an untagged report, another process still there: either's": ("tok-a", {None: B}, 1, None),
+    "a hold that named no token, the only process": (None, {None: A}, 0, A),
+    "a hold that named no token, another process still there": (None, {"tok-b": B, None: A}, 1, None),
+    "the ended process never reported; the other did": ("tok-a", {"tok-b": B}, 1, None),
+    "nothing reported": ("tok-a", {}, 0, None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("process", "reported", "others", "member"), ENDED.values(), ids=ENDED.keys())
+def test_the_proof_of_an_end_binds_to_the_member_its_process_reported(
+    process: str | None, reported: dict[str | None, Member], others: int, member: Member | None
+) -> None:
+    assert ended_member(process, reported, others_open=others) == member
 
 
 def test_crash_loop_threshold_is_configurable() -> None:

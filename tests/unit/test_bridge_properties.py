@@ -318,3 +318,15 @@ def test_f_start_never_starts_without_proof(
         )
     else:
         assert result.message.endswith(".")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    member=st.builds(Member, st.text(min_size=1, max_size=5), st.integers(0, 9), st.none() | st.text(max_size=5)),
+    mine=st.text(min_size=1, max_size=5),
+)
+def test_g_a_member_under_another_instance_id_is_never_bridged(member: Member, mine: str) -> None:
+    result = start("g", member, proof="helper-connection-closed", earlier_ends=(), now=T0,
+                   config=BridgeConfig(heartbeat_interval=1.0, max_bridge_seconds=30.0), instance_id=mine)  # fmt: skip
+    if isinstance(result, BridgeState):
+        assert result.instance_id == mine

@@ -318,6 +318,25 @@ def test_decisions(steps: list[Step]) -> None:
     run(steps)
 
 
+def test_beacons_of_another_instance_in_the_pod_neither_reset_the_timer_nor_name_the_member() -> None:
+    """Two consumer processes in one pod: the sidecar watches its instance id (p0-a); B's beacons (p0-b) keep coming
+    while A is stalled, and neither hide A's stall nor make B the member to prove."""
+    a, b = member("p0-a-1", instance_id="p0-a"), member("p0-b-1", instance_id="p0-b")
+    run(
+        [
+            (0.0, TICK, [LookupCoordinator()]),
+            (0.1, CoordinatorResult(1), [WAIT]),
+            (0.5, beacon("p0-b-1", instance_id="p0-b"), [WAIT]),  # not watched: nothing to prove yet
+            (1.0, beacon("p0-a-1", instance_id="p0-a"), [Describe()]),
+            (1.1, view(a, b), [WAIT]),
+            *[(t, beacon("p0-b-1", instance_id="p0-b"), [WAIT]) for t in (10.0, 20.0, 30.0)],
+            (31.0, TICK, [Describe()]),
+            (31.1, view(a, b), [evict(30.1, "p0-a-1", "p0-a")]),
+        ],
+        replace(CFG, instance_id="p0-a"),
+    )
+
+
 def test_restart_action_flips_the_probe_once() -> None:
     config = replace(CFG, action=StallAction.RESTART)
     run(

@@ -13,7 +13,10 @@ The rules (issue #6; `start` applies the first, `step` the others):
    exactly as it would without vigil. Only static members (the instance id is what lets the app take its member
    back), and only with the generation the app reported through the helper (DescribeGroups does not give it).
    A crash loop (`crash_loop_restarts` ends of the app within `crash_window_seconds`) is not bridged, and an end
-   that makes one stops a running bridge: its member should expire and its partitions move on.
+   that makes one stops a running bridge: its member should expire and its partitions move on. The proof binds to
+   one process (`ended_member`: the member that process reported), and only a member under the caller's own
+   instance id is bridged: in a pod running two consumer processes, the end of one never bridges the other's
+   healthy member (whose bridged heartbeats would meet the dead one's expiry and end in removing it).
 2. One request at a time. A heartbeat goes out at once, then at most and at least once per interval, timed from
    send to send as Java's `Heartbeat` timer does (an answer slower than an interval is followed by the next
    heartbeat at once). None at or after the deadline, none after the end.
@@ -47,7 +50,7 @@ The rules (issue #6; `start` applies the first, `step` the others):
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, Field, dataclass, fields, replace
 from typing import Any, Final, Literal, TypeGuard, get_args
 
@@ -64,7 +67,7 @@ EndOutcome = Literal["rejoined", "member-gone", "removed", "deadline", "crash-lo
 """How a bridge ended (`BridgeEndedPayload.outcome`); only "rejoined" is the success bridging exists for."""
 END_OUTCOMES: Final[tuple[EndOutcome, ...]] = get_args(EndOutcome)
 
-RefusalCause = Literal["no-proof", "no-member", "dynamic-member", "no-generation", "crash-loop"]
+RefusalCause = Literal["no-proof", "no-member", "dynamic-member", "no-generation", "crash-loop", "other-instance"]
 """Why a bridge was not started."""
 REFUSAL_CAUSES: Final[tuple[RefusalCause, ...]] = get_args(RefusalCause)
 
@@ -356,7 +359,20 @@ class BridgeDecodeError(ValueError):
 # --- starting ------------------------------------------------------------------------------------------------------
 
 
-def start(
+def ended_member(process: str | None, reported: Mapping[str | None, Member], *, others_open: int) -> Member | None:
+    """The member whose app process ended: the one that process last reported (`reported`: the last member per
+    process token; None for beacons that named no process). An untagged report (an older helper, one process per
+    pod) stands for the process only when no other process still holds a connection: with two processes in the
+    pod it could be either's, and bridging the healthy one's member would end in removing it.
+
+    `process`: the ended connection's token (None when it named none); `others_open`: processes still holding one.
+    """
+    if process is not None and process in reported:
+        return reported[process]
+    return reported.get(None) if others_open == 0 else None
+
+
+def start(  # noqa: PLR0911 - one return per refusal
     group_id: str,
     member: Member | None,
     *,
@@ -364,11 +380,14 @@ def start(
     earlier_ends: Sequence[float],
     now: float,
     config: BridgeConfig,
+    instance_id: str | None = None,
 ) -> "BridgeState | Refused":
     """A bridge for `member`, whose app ended at `now` as `proof` shows, or why not.
 
-    `earlier_ends`: when the app ended before, not counting this end (any age: the window is applied here). The
-    first `step` (a `Tick`) sends the first heartbeat.
+    `earlier_ends`: when the app ended before, not counting this end (any age: the window is applied here).
+    `instance_id`: the `group.instance.id` the caller keeps alive (the sidecar's pod: `VIGIL_INSTANCE_ID`); a
+    member under another one is someone else's, never bridged. None: not checked (the operator's rollout bridges
+    the member it read for the pod). The first `step` (a `Tick`) sends the first heartbeat.
     """
     if not _is_proof(proof):
         what = "no proof" if not proof else f"{proof!r} is not a proof"
@@ -391,6 +410,12 @@ def start(
             "dynamic-member",
             f"Not bridging member {member.member_id!r}: it has no group.instance.id, and a dynamic member that"
             " rejoins gets a new member id and a rebalance anyway.",
+        )
+    if instance_id is not None and member.instance_id != instance_id:
+        return Refused(
+            "other-instance",
+            f"Not bridging member {member.member_id!r}: its instance id {member.instance_id!r} is not this pod's"
+            f" {instance_id!r} (another consumer process in the pod); it is not this sidecar's to keep alive.",
         )
     if member.generation < 0:
         return Refused(

@@ -57,6 +57,7 @@ from vigil_sidecar.watchdog.state import (
     StallAction,
     Tick,
     Wait,
+    WatchdogConfig,
     WatchdogState,
 )
 
@@ -77,6 +78,14 @@ def decide(state: WatchdogState, observation: Observation, now: float) -> tuple[
     return state, [*actions, *more]
 
 
+def watches(config: WatchdogConfig, instance_id: str | None) -> bool:
+    """Whether a beacon (or a member) reported under `instance_id` is the member this sidecar watches. With the
+    pod's instance id set, one under another instance id comes from another consumer process in the pod: it must
+    neither reset the stall timer (it would hide this member's stall) nor name the member to prove or bridge. None
+    is taken (an app that could not tell; the identity check still requires the pod's instance id)."""
+    return config.instance_id is None or instance_id in (None, config.instance_id)
+
+
 def stall_reason(poll_age: float, stall_timeout: float) -> str:
     """The reason sent with the LeaveGroup (KIP-800) and shown in events, e.g. `vigil: no poll for 42.1s (stall
     timeout 30s)`."""
@@ -93,6 +102,8 @@ def _observe(  # noqa: PLR0911 - one case per observation type
         case Tick():
             return state, []
         case Beacon():
+            if not watches(state.config, observation.instance_id):
+                return state, []
             return state.with_beacon(observation, now), []
         case CoordinatorResult(result=Outcome() as outcome):
             state = _answered(state, Request.LOOKUP).with_lookup_failed(now)

@@ -75,6 +75,9 @@ class Beacon:
     app_time: float
     """The app's own clock (informational: decisions use the sidecar's `now` at receipt, never earlier than the
     poll itself, so an action can only come later than the threshold, never sooner)."""
+    process: str | None = None
+    """The app process that sent it (the helper's token, the one its `/v1/hold` connection names): binds a proof
+    of exit to the member that process reported. None from apps without the helper (and older helpers)."""
 
 
 @dataclass(frozen=True)
