@@ -115,7 +115,7 @@ class EvictionRefusedPayload(_Model):
     action: str
     cause: str
     """Why not: "budget", "cooldown", "systemic-stall", "not-stable", "identity", "fenced", "no-permission",
-    "poison-suspected" (v3)."""
+    "poison-suspected" (v3), "app-polled" (the app polled again before the LeaveGroup went out)."""
     message: str
     """One sentence for a human."""
 

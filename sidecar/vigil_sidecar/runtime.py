@@ -21,7 +21,7 @@ from vigil_core import events, identity
 from vigil_core.kafka.event_sink import EventSink
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
 from vigil_core.kafka.model import GroupView
-from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, Reaction, classify
+from vigil_core.kafka.outcomes import APP_POLLED, TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_sidecar.bridge import engine as bridge
 from vigil_sidecar.bridge_runner import BridgeRequest, BridgeRunner, send_request
@@ -651,8 +651,9 @@ class Sidecar:
         group_type = view.type if view is not None else None
         kwargs = {"group_type": group_type} if group_type is not None else {}
         outcome = self.client().remove_member(
-            self.settings.group_id, evict.member_id, evict.instance_id, evict.reason, **kwargs
-        )
+            self.settings.group_id, evict.member_id, evict.instance_id, evict.reason, **kwargs,
+            proceed=lambda: watchdog.eviction_due(evict, self.last_beacon_at),
+        )  # fmt: skip
         self.metrics.actions.labels("leave-group", outcome.name).inc()
         self.last_action = {
             "action": "leave-group",
@@ -671,10 +672,12 @@ class Sidecar:
                 },
             )
         elif outcome.reaction is Reaction.NOTHING_TO_DO:
+            cause = "app-polled" if outcome.code == APP_POLLED else "fenced"
+            log.info("eviction of member %s not done (%s): %s", evict.member_id, cause, outcome.message)
             self._emit(
                 events.EvictionRefused,
                 member=(evict.member_id, evict.instance_id),
-                payload={"action": "leave-group", "cause": "fenced", "message": outcome.message},
+                payload={"action": "leave-group", "cause": cause, "message": outcome.message},
             )
         return ActionResult(outcome)
 

@@ -337,6 +337,29 @@ def test_beacons_of_another_instance_in_the_pod_neither_reset_the_timer_nor_name
     )
 
 
+@pytest.mark.parametrize(
+    ("last_poll", "due"),
+    [(None, True), (0.5, True), (1.0, True), (1.0001, False), (31.5, False)],
+)
+def test_an_eviction_goes_out_only_while_the_silence_lasts(last_poll: float | None, due: bool) -> None:
+    """Decided on the poll at t=1: each attempt, retries included, is sent only while no later poll has been seen (a
+    retry through a coordinator move must not remove an app that polls again)."""
+    assert wd.eviction_due(Evict("pod-0-a", None, "r", silent_since=1.0), last_poll) is due
+
+
+def test_the_evict_action_carries_the_poll_it_was_judged_from() -> None:
+    state = WatchdogState.initial(CFG)
+    for now, observation, _ in STARTED:
+        state, _ = wd.decide(state, observation, now)
+    state, _ = wd.decide(state, TICK, 31.0)  # describe
+    _, actions = wd.decide(state, view(), 31.2)
+    (evict_action,) = actions
+    assert isinstance(evict_action, Evict)
+    assert evict_action.silent_since == 1.0  # the beacon at t=1
+    assert wd.eviction_due(evict_action, 1.0)
+    assert not wd.eviction_due(evict_action, 20.0)
+
+
 def test_restart_action_flips_the_probe_once() -> None:
     config = replace(CFG, action=StallAction.RESTART)
     run(

@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
 
 from vigil_core.kafka import retry, wire
 from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView, TopicPartitionRef
-from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, Reaction, classify
+from vigil_core.kafka.outcomes import APP_POLLED, TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_core.rules import BrokerLimits
 
@@ -268,11 +268,15 @@ class GroupClient:
         reason: str,
         *,
         group_type: GroupType = GroupType.CLASSIC,
+        proceed: Callable[[], bool] | None = None,
     ) -> Outcome:
         """Compare-and-remove: LeaveGroup for exactly the observed (member id, instance id) pair.
 
         If the instance id now maps to a newer member, the coordinator answers FENCED_INSTANCE_ID and removes
-        nothing; if the member already left, UNKNOWN_MEMBER_ID (already gone).
+        nothing; if the member already left, UNKNOWN_MEMBER_ID (already gone). `proceed` is asked right before every
+        attempt (retries included): False → nothing is sent, APP_POLLED. An eviction for a stall passes the
+        member's liveness check: LeaveGroup carries no generation or epoch, and a KIP-848 member keeps its member id
+        across fencing, so a retry could otherwise remove a member that is polling again.
         """
         if not member_id:
             raise ValueError("remove_member needs the observed member id (remove_departed_static is for scale-down)")
@@ -282,7 +286,7 @@ class GroupClient:
                 message=f"removing a KIP-848 member needs a Kafka 4.0+ broker; this one is "
                 f"{'.'.join(map(str, self._wire.broker_version()))}",
             )
-        return self._leave(group_id, wire.LeaveIdentity(member_id, instance_id, _reason(reason)))
+        return self._leave(group_id, wire.LeaveIdentity(member_id, instance_id, _reason(reason)), proceed)
 
     def rebalance_removing(
         self, group_id: str, member: MemberView, reason: str, *, protocol: str, hold_seconds: float
@@ -328,10 +332,12 @@ class GroupClient:
         """Remove whoever holds `instance_id` now: only for static members that are gone for good (scale-down)."""
         return self._leave(group_id, wire.LeaveIdentity("", instance_id, _reason(reason)))
 
-    def _leave(self, group_id: str, identity: wire.LeaveIdentity) -> Outcome:
+    def _leave(self, group_id: str, identity: wire.LeaveIdentity, proceed: Callable[[], bool] | None = None) -> Outcome:
         member_codes: list[int] = []
 
         def send(node: int) -> int:
+            if proceed is not None and not proceed():
+                return APP_POLLED
             result = self._wire.leave_group(node, group_id, [identity])
             member_codes[:] = [code for _, _, code in result.members]
             return result.code

@@ -22,8 +22,14 @@ Why, for the cells that are not obvious:
   broker version before evicting from a consumer-protocol group.
 - LeaveGroup, FENCED_INSTANCE_ID → NOTHING_TO_DO: the instance id maps to a newer member id (the pod restarted);
   compare-and-remove refused to remove it, which is its purpose. Retrying would be wrong.
-- LeaveGroup, REQUEST_TIMED_OUT → RETRY_BACKOFF: safe only because the request carries the observed
-  (member id, instance id) pair; if the first attempt landed, the retry answers UNKNOWN_MEMBER_ID.
+- LeaveGroup, REQUEST_TIMED_OUT → RETRY_BACKOFF: the request carries the observed (member id, instance id) pair,
+  and LeaveGroup carries no generation or epoch. A classic member that rejoined has a new member id (the retry
+  answers UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID), but a KIP-848 member keeps its member id across fencing
+  (KIP-1082: the client makes it once), so a retry after a landed attempt removes it again; and a member that
+  polls again in the meantime is the same member either way. So a caller acting on a stall re-checks the member's
+  liveness before every attempt (`GroupClient.remove_member(proceed=...)`): not sent → APP_POLLED.
+- LeaveGroup, APP_POLLED → NOTHING_TO_DO: vigil's own code for an eviction not sent because the app polled again
+  after the stall was decided; the stall is over, nothing to retry.
 - LeaveGroup, FENCED_MEMBER_EPOCH → ALREADY_GONE and UNRELEASED_INSTANCE_ID → NOTHING_TO_DO: not produced by the
   4.x LeaveGroup path; kept so a future broker's answer is not retried (a fenced KIP-848 member has lost its
   partitions; an unreleased instance id belongs to someone else).
@@ -99,6 +105,10 @@ TRANSPORT_ERROR: Final = -2
 Kafka's only negative code is -1 and librdkafka's local errors are -200..-100, so -2 collides with neither.
 The I/O layer maps its library's transport failures to it."""
 
+APP_POLLED: Final = -4
+"""Pseudo code for an eviction vigil did not send: the member's app polled again after the stall was decided (its
+caller's liveness check, asked before every attempt, said no). -3 is the sidecar's budget refusal."""
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -121,6 +131,7 @@ class Outcome:
 # Kafka's catalog, code -> (name, retriable): facts, not policy.
 _KAFKA_ERRORS: Final[Mapping[int, tuple[str, bool]]] = {
     TRANSPORT_ERROR: ("TRANSPORT_ERROR", True),
+    APP_POLLED: ("APP_POLLED", False),
     -1: ("UNKNOWN_SERVER_ERROR", False),
     0: ("NONE", False),
     3: ("UNKNOWN_TOPIC_OR_PARTITION", True),
@@ -211,6 +222,12 @@ _ROWS: Final[tuple[tuple[tuple[Api, ...], str, Reaction, str], ...]] = (
     (_DESCRIBE, "TOPIC_AUTHORIZATION_FAILED", _R.REPORT, f"Describe denied by a topic's ACLs; {_NO_ACTION}."),
     # leave, always compare-and-remove
     (_LEAVE, "UNKNOWN_MEMBER_ID", _R.ALREADY_GONE, "The member already left or expired: the eviction's goal is met."),
+    (
+        _LEAVE,
+        "APP_POLLED",
+        _R.NOTHING_TO_DO,
+        "Not sent: the app polled again after the stall was decided, so there is no stall left to act on.",
+    ),
     (_LEAVE, "GROUP_ID_NOT_FOUND", _R.ALREADY_GONE, "The group is gone, and the member with it: the goal is met."),
     (
         _LEAVE,

@@ -152,6 +152,10 @@ class Member:
     consumed: list[tuple[int, int, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     paused_polling: threading.Event = field(default_factory=threading.Event)
+    parked: threading.Event = field(default_factory=threading.Event)
+    """Set while the member's thread has seen `paused_polling` and calls poll() no more."""
+    polls: int = 0
+    """poll() calls so far (the member's liveness, as a watchdog would see it)."""
     member_id: str | None = None
     """As the client last reported it; read from the member's own thread (the consumer is not shared)."""
     assigned: list[tuple[str, int]] = field(default_factory=list)
@@ -184,9 +188,12 @@ class Member:
     def _run(self) -> None:
         while not self._stop.is_set():
             if self.paused_polling.is_set():
+                self.parked.set()
                 time.sleep(0.05)
                 continue
+            self.parked.clear()
             msg = self.consumer.poll(0.2)
+            self.polls += 1
             self.member_id = self.consumer.memberid()
             self.assigned = sorted((tp.topic, tp.partition) for tp in self.consumer.assignment())
             self.group_metadata = self.consumer.consumer_group_metadata()

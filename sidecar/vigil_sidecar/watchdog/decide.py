@@ -86,6 +86,14 @@ def watches(config: WatchdogConfig, instance_id: str | None) -> bool:
     return config.instance_id is None or instance_id in (None, config.instance_id)
 
 
+def eviction_due(evict: Evict, last_poll: float | None) -> bool:
+    """May an attempt of `evict` go out now, given the app's latest poll as the edge saw it (None: none yet)? Only
+    while the silence it was decided on lasts: a LeaveGroup carries no generation or epoch, and a KIP-848 member
+    keeps its member id across fencing, so an attempt sent after the app polled again (a retry through a coordinator
+    move, or after a budget permit's wait) would remove a member that is no longer stalled."""
+    return last_poll is None or last_poll <= evict.silent_since
+
+
 def stall_reason(poll_age: float, stall_timeout: float) -> str:
     """The reason sent with the LeaveGroup (KIP-800) and shown in events, e.g. `vigil: no poll for 42.1s (stall
     timeout 30s)`."""
@@ -332,7 +340,7 @@ def _act(  # noqa: PLR0911 - one return per guardrail
             attempts = 1 if state.episode is None else state.episode.attempts + 1
             episode = Episode(member.member_id, member.instance_id, reason, attempts)
             state = state.with_episode(episode).with_request(Request.EVICT, now)
-            return state, [Evict(member.member_id, member.instance_id, reason)], True
+            return state, [Evict(member.member_id, member.instance_id, reason, silent_since=poll.last_poll)], True
         case StallAction.RESTART:
             return state.with_handled(), [Restart(member.member_id, member.instance_id, reason)], False
         case StallAction.ALERT:

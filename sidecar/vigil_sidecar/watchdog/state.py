@@ -124,11 +124,16 @@ class Describe:
 
 @dataclass(frozen=True)
 class Evict:
-    """Compare-and-remove exactly this (member id, instance id) pair with `reason`; answer with `ActionResult`."""
+    """Compare-and-remove exactly this (member id, instance id) pair with `reason`; answer with `ActionResult`.
+
+    Every attempt, retries included, goes out only while `decide.eviction_due` holds: the app has not polled since
+    `silent_since` (the edge asks it right before each send)."""
 
     member_id: str
     instance_id: str | None
     reason: str
+    silent_since: float = field(default=-math.inf, compare=False)
+    """The last poll the stall was judged from (monotonic seconds)."""
 
 
 @dataclass(frozen=True)
