@@ -298,33 +298,30 @@ CASES: dict[str, tuple[BridgeConfig, list[Step]]] = {
         ],
     ),
     # --- the generation moved ---
-    "remove: ILLEGAL_GENERATION → compare-and-remove (its answer says what a view would)": (
+    "remove: ILLEGAL_GENERATION → heartbeats stop, nothing removed (the session decides: the app may be back)": (
         CFG,
         [
             *FIRST,
-            (
-                T0 + 0.1,
-                MOVED,
-                [
-                    Remove(
-                        "g",
-                        "m-1",
-                        "pod-0",
-                        "vigil: static member pod-0 restarting for 0.1s, left behind by a new generation",
-                    )
-                ],
-            ),
-            (T0 + 0.2, rm("FENCED_INSTANCE_ID"), [ended("rejoined", 0.2, 1, "FENCED_INSTANCE_ID")]),
+            (T0 + 0.1, MOVED, [ended("stale-generation", 0.1, 1, "ILLEGAL_GENERATION")]),
+            (T0 + 1.0, TICK, []),  # over: nothing more, ever
+            (T0 + 1.1, OK, []),
         ],
     ),
-    "hold: ILLEGAL_GENERATION (the join completed without the app) ends the hold: remove at once": (
+    "hold: ILLEGAL_GENERATION (the join completed without the app) ends the bridge, no Remove": (
         HOLD,
         [
             *FIRST,
             (T0 + 0.1, REBALANCE, [WAIT]),
             (T0 + 1.0, TICK, [HB]),
-            (T0 + 1.1, MOVED, [REMOVE]),
-            (T0 + 1.2, rm("NONE"), [ended("removed", 1.2, 2, "NONE")]),
+            (T0 + 1.1, MOVED, [ended("stale-generation", 1.1, 2, "ILLEGAL_GENERATION")]),
+        ],
+    ),
+    "remove: a Remove due is not sent once the generation moved on": (
+        CFG,
+        [
+            *FIRST,
+            (T0 + 0.1, MOVED, [ended("stale-generation", 0.1, 1, "ILLEGAL_GENERATION")]),
+            (T0 + 0.2, REBALANCE, []),
         ],
     ),
     # --- views taken anyway ---

@@ -6,8 +6,8 @@ a random amount, the app ending again at random moments and views taken at rando
 - (b) heartbeats at least an interval apart; while every answer is NONE and comes within an interval, never more
   than an interval plus one wake-up's lateness apart, from the start to the deadline (the session never lapses
   because of the bridge);
-- (c) at most one `Remove` per bridge, never before a foreign rebalance or a moved generation was answered, and
-  under `hold` not before the hold ends unless the generation moved;
+- (c) at most one `Remove` per bridge, only after a foreign rebalance was answered and never after a moved
+  generation (that ends the bridge "stale-generation" with no Remove), and under `hold` not before the hold ends;
 - (d) `Ended` exactly once, counting exactly the heartbeats sent, and the time since the start;
 - (e) persisting the state at any step and continuing from the copy gives the same actions;
 - (f) `start` never starts a bridge without proof that the app ended;
@@ -241,7 +241,7 @@ def test_b_answered_promptly_they_are_at_most_an_interval_and_one_wake_up_apart(
 
 @EXAMPLES
 @given(worlds())
-def test_c_at_most_one_remove_and_only_after_a_foreign_rebalance_or_a_moved_generation(world: World) -> None:
+def test_c_at_most_one_remove_and_only_after_a_foreign_rebalance(world: World) -> None:
     world.run()
     assert world.state is not None
     removes = world.removes()
@@ -249,11 +249,23 @@ def test_c_at_most_one_remove_and_only_after_a_foreign_rebalance_or_a_moved_gene
     if not removes:
         return
     before = [name for t, name in world.answered if t <= removes[0]]
-    assert {"REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION"} & set(before)
+    assert "REBALANCE_IN_PROGRESS" in before
+    assert "ILLEGAL_GENERATION" not in before  # a moved generation stops the heartbeats, never removes (#23)
     cfg = world.config
-    if cfg.on_foreign_rebalance == "hold" and "ILLEGAL_GENERATION" not in before:
+    if cfg.on_foreign_rebalance == "hold":
         hold = min(cfg.max_bridge_seconds, cfg.expected_return_seconds or cfg.max_bridge_seconds)
         assert removes[0] >= T0 + hold
+
+
+@EXAMPLES
+@given(worlds())
+def test_c2_stale_generation_only_on_a_moved_generation_and_never_with_a_remove(world: World) -> None:
+    world.run()
+    ends = world.ends()
+    if not ends or ends[0][1].outcome != "stale-generation":
+        return
+    assert (ends[0][0], "ILLEGAL_GENERATION") in world.answered
+    assert not world.removes()
 
 
 @EXAMPLES

@@ -36,8 +36,11 @@ Why, for the cells that are not obvious:
 - Heartbeat, REBALANCE_IN_PROGRESS → REFRESH_AND_RETRY: the heartbeat counted (the coordinator rescheduled the
   member's timer). Stopping a bridge here makes things worse (research §9: the absent member is kept, given
   partitions, then expired at pending-sync, a second rebalance), so re-describe and apply `onForeignRebalance`.
-- Heartbeat, ILLEGAL_GENERATION → REFRESH_AND_RETRY: the member is there but the generation moved on without it
-  (or ours was stale) and the heartbeat did not count: re-read the generation, then remove or stop.
+- Heartbeat, ILLEGAL_GENERATION → STOP: the member is there but the generation moved on without it (ours, the
+  app's last report, is stale) and the heartbeat did not count (the coordinator validates the generation before it
+  reschedules the member's session: GroupMetadataManager `validateClassicGroupHeartbeat`). Removing the member would
+  cost two rebalances where stock Kafka costs none if the app is back within its session; so bridging stops and
+  the session decides.
 - Heartbeat, UNKNOWN_MEMBER_ID / GROUP_ID_NOT_FOUND → STOP: nobody is left to keep alive.
 - Heartbeat, FENCED_INSTANCE_ID → STOP: usually the restarted app rejoined and the bridge's job is done.
 - Heartbeat, FENCED_MEMBER_EPOCH / UNRELEASED_INSTANCE_ID → STOP: a classic Heartbeat gets UNKNOWN_MEMBER_ID or
@@ -252,8 +255,8 @@ _ROWS: Final[tuple[tuple[tuple[Api, ...], str, Reaction, str], ...]] = (
     (
         _HEARTBEAT,
         "ILLEGAL_GENERATION",
-        _R.REFRESH_AND_RETRY,
-        "The generation moved on without the bridged member: re-describing to remove it or stop.",
+        _R.STOP,
+        "The generation moved on without the bridged member: its heartbeats no longer count, bridging stops.",
     ),
     (_HEARTBEAT, "UNKNOWN_MEMBER_ID", _R.STOP, "The member expired or was removed: bridging ends."),
     (_HEARTBEAT, "GROUP_ID_NOT_FOUND", _R.STOP, "The group is gone: bridging ends."),

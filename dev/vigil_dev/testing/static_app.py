@@ -6,6 +6,8 @@ as static member I with the test timings (`clients.CONSUMER_DEFAULTS`: session 6
 
 - SIGUSR1: stop calling poll() and stay alive (librdkafka keeps heartbeating until max.poll.interval.ms; the
   helper's connection stays open): the stalled-but-alive app;
+- SIGUSR2: keep polling but send no more beacons (the plain confluent-kafka poll, not the helper's): the sidecar's
+  last report of the member stays as it was — the app that dies after a rebalance, before its next report;
 - SIGTERM: close the consumer and exit 0; SIGKILL (the test's crash) leaves the member to its session timeout.
 
 Each change of member id, generation or assignment is printed (`static_app: member=... generation=...`), so the
@@ -20,6 +22,8 @@ import threading
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+import confluent_kafka
 
 from vigil_core.kafka import cgmd
 from vigil_core.kafka.security import KafkaConnection
@@ -38,6 +42,7 @@ def start(
     *,
     beacon_addr: str,
     max_poll_interval_ms: int | None = None,
+    session_timeout_ms: int | None = None,
 ) -> procs.Managed:
     """Start the app as a real process (again, after a kill: same log, appended); stop it with the returned
     handle's `kill()` (the crash) or `stop()` (SIGTERM)."""
@@ -46,6 +51,8 @@ def start(
     argv += ["--instance-id", instance_id]
     if max_poll_interval_ms is not None:
         argv += ["--max-poll-interval-ms", str(max_poll_interval_ms)]
+    if session_timeout_ms is not None:
+        argv += ["--session-timeout-ms", str(session_timeout_ms)]
     env = {"PATH": "/usr/bin:/bin", **connection.to_env(), BEACON_ADDR_ENV: beacon_addr, marker_key: marker_value}
     return procs.start(
         f"app-{instance_id}",
@@ -67,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--instance-id", required=True)
     parser.add_argument("--max-poll-interval-ms", type=int, default=int(CONSUMER_DEFAULTS["max.poll.interval.ms"]))
+    parser.add_argument("--session-timeout-ms", type=int, default=int(CONSUMER_DEFAULTS["session.timeout.ms"]))
     args = parser.parse_args(argv)
     conf: dict[str, Any] = KafkaConnection.from_env(os.environ).confluent_config() | dict(CONSUMER_DEFAULTS) | QUIET
     conf |= {
@@ -74,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         "group.instance.id": args.instance_id,
         "client.id": args.instance_id,
         "max.poll.interval.ms": args.max_poll_interval_ms,
+        "session.timeout.ms": args.session_timeout_ms,
     }
-    stalled, stopping = threading.Event(), threading.Event()
+    stalled, stopping, withheld = threading.Event(), threading.Event(), threading.Event()
 
     def stall(_signum: int, _frame: FrameType | None) -> None:
         stalled.set()
@@ -83,12 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     def stop(_signum: int, _frame: FrameType | None) -> None:
         stopping.set()
 
+    def withhold(_signum: int, _frame: FrameType | None) -> None:
+        withheld.set()
+
     signal.signal(signal.SIGUSR1, stall)
+    signal.signal(signal.SIGUSR2, withhold)
     signal.signal(signal.SIGTERM, stop)
     consumer = Consumer(conf)
     consumer.subscribe([args.topic])
     print(f"static_app: pid={os.getpid()} instance={args.instance_id} group={args.group}", flush=True)
     seen: tuple[str, int, int] | None = None
+    said_withheld = False
     try:
         while not stopping.is_set():
             if stalled.is_set():
@@ -96,7 +110,13 @@ def main(argv: list[str] | None = None) -> int:
                 while not stopping.wait(0.2):  # short waits: the SIGTERM handler runs between them
                     pass
                 break
-            consumer.poll(0.2)
+            if withheld.is_set():
+                if not said_withheld:
+                    print("static_app: beacons withheld (polling on)", flush=True)
+                    said_withheld = True
+                confluent_kafka.Consumer.poll(consumer, 0.2)  # the plain poll: no beacon
+            else:
+                consumer.poll(0.2)
             meta = cgmd.parse(consumer.consumer_group_metadata())
             now = (consumer.memberid() or "", meta.generation if meta else -1, len(consumer.assignment()))
             if now != seen:

@@ -29,17 +29,19 @@ The rules (issue #6; `start` applies the first, `step` the others):
      `remove` → compare-and-remove at once, so the rebalance completes now instead of keeping the absent member,
      giving it partitions and expiring it later (a second rebalance); `hold` → keep heartbeating until the hold
      ends (the app's expected return, at most the deadline) so the app can join the same rebalance, then remove;
-   - ILLEGAL_GENERATION (not counted) → compare-and-remove under either policy: a generation that moved on
-     without the member means heartbeats can no longer keep it, and the coordinator will expire it (session
-     timeout, or pending sync after a join that kept it) and rebalance again; removing it makes that happen now.
-     No Describe first: the Remove's own answer says atomically what a view would (FENCED_INSTANCE_ID → the app
-     rejoined, UNKNOWN_MEMBER_ID → already gone, NONE → removed), with no race between looking and acting;
+   - ILLEGAL_GENERATION (not counted: the coordinator does not reschedule the member's session) → "stale-generation":
+     heartbeats stop, under either policy. The generation the app last reported is older than the group's (it died
+     between a join and its next report, or a join completed without it): the bridge's heartbeats no longer count,
+     but the member is still there and the app may rejoin within its session timeout — a static rejoin in a Stable
+     group with an unchanged protocol costs no rebalance (GroupMetadataManager
+     `updateStaticMemberThenRebalanceOrCompleteJoin`), where removing it would cost two (the removal, then the
+     app's return as a new member). Not back in time, it expires at its session timeout: one rebalance, as stock;
    - RETRY_BACKOFF / REDISCOVER_COORDINATOR (no answer after the client's retries) → keep heartbeating until the
      deadline: no answer says nothing about the group, a new coordinator restarts every member's session timer
      when it loads the group, and heartbeats that do not arrive cost nothing. If it never comes back, the bridge
      ends with "deadline" and the last error;
    - REPORT (authorization, unknown errors) → "error": only a human can fix it; the member expires as without vigil.
-4. The Remove (at most one per bridge, never before a foreign rebalance or a moved generation was seen) is
+4. The Remove (at most one per bridge, never before a foreign rebalance was seen) is
    compare-and-remove with the bridged pair; its answer ends the bridge: NONE → "removed", ALREADY_GONE →
    "member-gone", NOTHING_TO_DO (FENCED_INSTANCE_ID) → "rejoined", anything else → "error" (heartbeats have
    stopped, so the member expires at its session timeout). A Remove in flight decides the outcome: the deadline,
@@ -63,7 +65,7 @@ Proof = Literal["helper-connection-closed", "container-terminated", "pod-deleted
 """How the app is known to have ended (`BridgeStartedPayload.proof`)."""
 PROOFS: Final[tuple[Proof, ...]] = get_args(Proof)
 
-EndOutcome = Literal["rejoined", "member-gone", "removed", "deadline", "crash-loop", "error"]
+EndOutcome = Literal["rejoined", "member-gone", "removed", "deadline", "crash-loop", "error", "stale-generation"]
 """How a bridge ended (`BridgeEndedPayload.outcome`); only "rejoined" is the success bridging exists for."""
 END_OUTCOMES: Final[tuple[EndOutcome, ...]] = get_args(EndOutcome)
 
@@ -76,13 +78,17 @@ Policy = Literal["remove", "hold"]
 
 Request = Literal["heartbeat", "remove"]
 RemoveCause = Literal["rebalance", "hold-ended", "generation-moved"]
+"""Why a Remove is due. "generation-moved" is no longer decided (a moved generation stops the heartbeats instead,
+issue #23); it stays readable so a state persisted by an older version resumes as that version decided."""
 
 _REPLACED: Final = frozenset({"FENCED_INSTANCE_ID", "UNRELEASED_INSTANCE_ID"})
 """STOP answers to a Heartbeat that mean a newer member holds the instance id: the app is back. The outcome table
 gives them the same reaction as UNKNOWN_MEMBER_ID (stop); the bridge reports them differently."""
 _COUNTED: Final = "REBALANCE_IN_PROGRESS"
-"""The REFRESH_AND_RETRY answer to a Heartbeat that still counted (the coordinator rescheduled the member's timer);
-ILLEGAL_GENERATION, the other one, did not count."""
+"""The REFRESH_AND_RETRY answer to a Heartbeat that still counted (the coordinator rescheduled the member's timer)."""
+_STALE: Final = "ILLEGAL_GENERATION"
+"""The STOP answer that means the generation moved on without the member: it is still there, its heartbeats just no
+longer count (ends "stale-generation", not "member-gone")."""
 FORMAT_VERSION: Final = 1
 
 
@@ -497,8 +503,13 @@ def _heartbeat_answered(  # noqa: PLR0911 - one case per reaction
             if cfg.expected_return_seconds is not None:
                 hold_end = min(hold_end, _at_least(state.started_at, cfg.expected_return_seconds))
             return state.with_remove_due(max(now, hold_end), "hold-ended"), None
-        case Reaction.REFRESH_AND_RETRY:
-            return state.with_remove_due(now, "generation-moved"), None
+        case Reaction.STOP if outcome.name == _STALE:
+            reason = (
+                f"The group's generation moved on without member {state.member_id!r} (the app's last report is"
+                f" generation {state.generation}): bridged heartbeats no longer count, so they stop; the member"
+                " expires at its session timeout unless the app is back within it (then without a rebalance)."
+            )
+            return state, _end(state, "stale-generation", reason, now, outcome.name)
         case Reaction.STOP | Reaction.NOTHING_TO_DO | Reaction.ALREADY_GONE:
             if outcome.name in _REPLACED or outcome.reaction is Reaction.NOTHING_TO_DO:
                 reason = f"The app is back: instance id {state.instance_id!r} now belongs to a new member."
