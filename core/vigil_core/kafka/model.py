@@ -23,6 +23,11 @@ class GroupState(StrEnum):
     UNKNOWN = "Unknown"
 
 
+_REBALANCING = frozenset(
+    {GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.RECONCILING, GroupState.ASSIGNING}
+)
+
+
 @dataclass(frozen=True, order=True)
 class TopicPartitionRef:
     topic: str
@@ -63,6 +68,14 @@ class GroupView:
     @property
     def stable(self) -> bool:
         return self.state is GroupState.STABLE
+
+    @property
+    def rebalancing(self) -> bool:
+        """The group is between generations or epochs, waiting on its members: a classic join or sync phase, or a
+        KIP-848 group reconciling or assigning. librdkafka's describe names no KIP-848 state but Stable, Empty and
+        Dead (any other, i.e. Assigning and Reconciling, comes back Unknown: librdkafka `rd_kafka_consumer_group_
+        state_code`), so Unknown in a KIP-848 group is a rebalance too."""
+        return self.state in _REBALANCING or (self.type is GroupType.CONSUMER and self.state is GroupState.UNKNOWN)
 
     def member(self, member_id: str) -> MemberView | None:
         return next((m for m in self.members if m.member_id == member_id), None)

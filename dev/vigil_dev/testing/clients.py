@@ -166,6 +166,9 @@ class Member:
     consumer: Any = None
     consumer_factory: Callable[[ClientConfig], Any] = Consumer
     """What builds the client: confluent-kafka's Consumer, or the app helper that beacons to a sidecar."""
+    listener: bool = False
+    """Subscribe with rebalance callbacks (they do nothing): librdkafka then hands every revocation to the app's
+    poll, as the Java client does with a `ConsumerRebalanceListener` — a member that does not poll holds it up."""
     stall_on: str | None = None
     """A poison pill: on a record with this value the member stops polling (it hangs "processing" it). With
     `enable.auto.offset.store` False in `extra` the member stores each other record's offset once processed, so the
@@ -180,7 +183,11 @@ class Member:
         identity: ClientConfig = {"group.id": self.group, "client.id": self.client_id}
         conf = self.conn.confluent_config() | defaults | identity | self.extra
         self.consumer = self.consumer_factory(conf)
-        self.consumer.subscribe(self.topics)
+        if self.listener:
+            noop: Callable[[Any, list[TopicPartition]], None] = lambda _consumer, _partitions: None  # noqa: E731
+            self.consumer.subscribe(self.topics, on_assign=noop, on_revoke=noop, on_lost=noop)
+        else:
+            self.consumer.subscribe(self.topics)
         self._thread = threading.Thread(target=self._run, name=f"member-{self.client_id}", daemon=True)
         self._thread.start()
         return self

@@ -21,11 +21,16 @@ Guardrails, all here in the pure core:
 - at most one action per member within the cooldown: a stall inside it is looked at once and said (one `Alert`),
   then looked at again at the cooldown's end and acted on if it still holds;
 - an idle member (the app reported no partitions) is never evicted: that frees nothing and costs a rebalance;
-- rebalances: a non-Stable view suspends the watchdog; at the first Stable view after it, the stall timeout counts
-  afresh from then (the app may legitimately not have polled during the rebalance, e.g. blocked in a rebalance
-  callback, and a rebalance is the coordinator already acting); the price is detection up to one stall timeout
-  later after a rebalance. A stalled classic member that blocks a rebalance therefore stays until the broker's
-  rebalance timeout (its max.poll.interval.ms) removes it, as without vigil;
+- rebalances: a group waiting on its members (`GroupView.rebalancing`: a classic join or sync phase, a KIP-848
+  group reconciling or assigning) is waiting on every member that has not polled: an eager join completes only
+  when all members rejoin (or the rebalance timeout, the members' max.poll.interval.ms, expires), a KIP-848 group
+  reconciles only when the members holding revoked partitions let them go, and both need the app's poll. Healthy
+  members keep polling (and beaconing) through a rebalance, so a member with no poll for the stall timeout while
+  the group rebalances is the clearest stall there is, and it blocks everyone: it is acted on (compare-and-remove,
+  the budget still applies), measured from its last poll, idle or not (evicting it ends the wait, it starts no
+  rebalance). Any other non-Stable view (Empty, Dead, unknown) suspends the watchdog. At the first Stable view
+  after a non-Stable one, the stall timeout counts afresh from then (a member that polled during the rebalance
+  may have been held up in a rebalance callback; a Stable group is no longer waiting on it);
 - one action per silence: after an eviction (or restart, or alert) nothing more is done until the app polls again;
 - the LeaveGroup's answer: DONE, ALREADY_GONE, NOTHING_TO_DO end the episode (no retry); RETRY_BACKOFF,
   REDISCOVER_COORDINATOR, REFRESH_AND_RETRY re-describe after a backoff and retry the same pair if it is still
@@ -223,7 +228,11 @@ def _next(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]
             return _watch_eviction(state, now)
         state = state.without_eviction_watch()  # stayed out for a whole cooldown: the eviction held
 
-    stalled = poll.expired(now) and not state.stall_handled
+    # a rebalance waits on a member that does not poll: its stall is measured from its last poll, not from the
+    # restart of the count a past rebalance made (see the module's rules)
+    rebalancing = state.view is not None and state.view.rebalancing
+    deadline = timers.first_at(poll.last_poll, cfg.stall_timeout) if rebalancing else poll.deadline
+    stalled = now >= deadline and not state.stall_handled
     retrying = (
         state.episode is not None and state.member is not None and state.episode.member_id == state.member.member_id
     )
@@ -233,7 +242,7 @@ def _next(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]
     # taken after the moment acting became allowed (deadline, cooldown's end) may be acted on; both at most one
     # check interval old
     recent = now - state.view_at <= cfg.check_interval
-    shows_stall = recent and state.view_at >= poll.deadline
+    shows_stall = recent and state.view_at >= deadline
     actionable = shows_stall and not in_cooldown and (cooldown_end is None or state.view_at >= cooldown_end)
     cooldown_said = state.member is not None and f"{_COOLDOWN_ALERT}{state.member.member_id}" in state.alerted
     # in a cooldown: look once (to say so), then again at its end; else look until the view is actionable
@@ -245,11 +254,11 @@ def _next(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]
         return _describe(state, now)
 
     alerts: list[Action] = []
-    if stalled and (actionable or (in_cooldown and shows_stall)) and not state.suspended:
-        state, alerts, requested = _act(state, now, cooldown_end)
+    if stalled and (actionable or (in_cooldown and shows_stall)) and (rebalancing or not state.suspended):
+        state, alerts, requested = _act(state, now, cooldown_end, rebalancing=rebalancing)
         if requested:  # an eviction: its answer is the next observation
             return state, alerts
-    return state, [*alerts, Wait(_wake(state, now, cooldown_end))]
+    return state, [*alerts, Wait(_wake(state, now, cooldown_end, deadline))]
 
 
 def _watch_eviction(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]]:
@@ -298,9 +307,9 @@ def _cooldown_end(state: WatchdogState) -> float | None:
 
 
 def _act(  # noqa: PLR0911 - one return per guardrail
-    state: WatchdogState, now: float, cooldown_end: float | None
+    state: WatchdogState, now: float, cooldown_end: float | None, *, rebalancing: bool
 ) -> tuple[WatchdogState, list[Action], bool]:
-    """The stall timer expired and the view is fresh and Stable: act if the guardrails hold.
+    """The stall timer expired and the view is fresh and Stable, or rebalancing: act if the guardrails hold.
 
     Returns the new state, the actions, and whether a request (an eviction) now awaits its answer."""
     cfg, poll, beacon, member = state.config, state.poll, state.beacon, state.member
@@ -325,12 +334,16 @@ def _act(  # noqa: PLR0911 - one return per guardrail
             f" action on it; next possible action in {cooldown_end - now:.1f}s."
         )
         return state.with_alerted(key), [Alert(AlertKind.COOLDOWN, message)], False
-    if beacon.assigned_partitions == 0 and not member.assignment:
+    if beacon.assigned_partitions == 0 and not member.assignment and not rebalancing:
         # idle (by the app's last report and the broker's fresh view: a KIP-848 member reconciles its partitions in
-        # the background after its last poll): evicting it frees nothing and costs everyone a rebalance
+        # the background after its last poll): evicting it frees nothing and costs everyone a rebalance. Not so
+        # while the group rebalances: it waits on this member too, and its removal ends the wait
         return state.with_handled(), [], False
 
     reason = stall_reason(poll.poll_age(now), cfg.stall_timeout)
+    if rebalancing:
+        assert state.view is not None
+        reason += f" while the group waits for it ({state.view.state.value})"
     if not retrying:
         state = state.with_acted(member.member_id, now)
     state = state.without_alerts(_COOLDOWN_ALERT)
@@ -348,12 +361,12 @@ def _act(  # noqa: PLR0911 - one return per guardrail
             return state.with_handled(), [Alert(AlertKind.STALL, message)], False
 
 
-def _wake(state: WatchdogState, now: float, cooldown_end: float | None) -> float:
+def _wake(state: WatchdogState, now: float, cooldown_end: float | None, deadline: float) -> float:
     """The next moment anything can change without an observation: a deadline, a backoff's end, or one interval."""
-    cfg, poll = state.config, state.poll
+    cfg = state.config
     candidates = [now + cfg.check_interval]
-    if poll is not None and not state.stall_handled and poll.deadline > now:
-        candidates.append(poll.deadline)
+    if not state.stall_handled and deadline > now:
+        candidates.append(deadline)
     for at in (state.check.next_at, cooldown_end):
         if at is not None and at > now:
             candidates.append(at)

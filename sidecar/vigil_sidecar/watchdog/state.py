@@ -210,7 +210,8 @@ class WatchdogState:
     view: GroupView | None = None
     view_at: float = -math.inf
     suspended: bool = False
-    """The latest view was not Stable: no action, and the stall timeout counts afresh once it is."""
+    """The latest view was not Stable: the stall timeout counts afresh once it is; meanwhile no action, unless the
+    group is rebalancing (waiting on its members) and the member has not polled for the stall timeout."""
     member: MemberView | None = None
     """The member proven to be this pod's and the one the app last reported, from the latest view."""
     identity_problem: str | None = None
