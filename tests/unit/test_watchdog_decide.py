@@ -150,6 +150,21 @@ CASES: dict[str, list[Step]] = {
             [Restart("pod-0-new", None, "vigil: eviction undone: member pod-0-new rejoined without polling"), WAIT],
         ),
     ],
+    "back under the evicted member id, its client.id not the pod's (KIP-848 keeps the id): undone too": [
+        (0.0, TICK, [LookupCoordinator()]),
+        (0.1, CoordinatorResult(1), [WAIT]),
+        (1.0, beacon("k848-x"), [Describe()]),  # proven by the member id the app reported
+        (1.1, view(member("k848-x", "orders"), OTHER), [WAIT]),
+        (31.0, TICK, [Describe()]),
+        (31.1, view(member("k848-x", "orders"), OTHER), [evict(30.1, "k848-x")]),
+        (31.3, left(), [WAIT]),
+        (36.3, TICK, [Describe()]),
+        (
+            36.4,
+            view(member("k848-x", "orders"), OTHER),
+            [Restart("k848-x", None, "vigil: eviction undone: member k848-x rejoined without polling"), WAIT],
+        ),
+    ],
     "the app polls again after the eviction: no watch, no escalation": [
         *STALL_EVICTED,
         (31.3, left(), [WAIT]),

@@ -195,7 +195,7 @@ def _evicted(state: WatchdogState, outcome: Outcome, now: float) -> tuple[Watchd
         return state, []
     if outcome.reaction in _ENDS_EPISODE:
         if outcome.reaction is Reaction.DONE:
-            state = state.with_evicted(now)  # watch that it stays out
+            state = state.with_evicted(now, state.episode.member_id)  # watch that it stays out
         state = state.with_handled().with_identity(None, None, gone=True)
         return state.without_alerts(_REPORT_ALERT + "LeaveGroup:"), []
     if outcome.reaction is Reaction.REPORT:
@@ -282,16 +282,20 @@ def _watch_eviction(state: WatchdogState, now: float) -> tuple[WatchdogState, li
 
 
 def _rejoined(state: WatchdogState) -> MemberView | None:
-    """This pod's member in a view taken after the eviction (exactly one, else None). Its current assignment may be
-    empty: a KIP-848 member back without a poll has its partitions in its target assignment, waiting for the app
-    to accept them — blocked all the same."""
+    """This pod's member in a view taken after the eviction (exactly one, else None): under the evicted member id (a
+    KIP-848 member keeps it across fencing, KIP-1082, whatever its client.id), the pod's instance id, or client.id =
+    the pod name (a classic member back under a new id). Its current assignment may be empty: a KIP-848 member back
+    without a poll has its partitions in its target assignment, waiting for the app to accept them — blocked all
+    the same."""
     view, cfg = state.view, state.config
     if view is None or state.evicted_at is None or state.view_at <= state.evicted_at:
         return None
     ours = [
         m
         for m in view.members
-        if (cfg.instance_id is not None and m.instance_id == cfg.instance_id) or m.client_id == cfg.pod_name
+        if m.member_id == state.evicted_member
+        or (cfg.instance_id is not None and m.instance_id == cfg.instance_id)
+        or m.client_id == cfg.pod_name
     ]
     return ours[0] if len(ours) == 1 else None
 

@@ -229,6 +229,8 @@ class WatchdogState:
     """When this pod's silent member was last removed: until the cooldown ends or the app polls, describes check
     that it stays out (librdkafka KIP-848 members, and apps without a rebalance callback, rejoin from a background
     thread without polling: the eviction is undone)."""
+    evicted_member: str | None = None
+    """The member id removed then: a KIP-848 member rejoins under it (KIP-1082: the client makes its id once)."""
     escalation: int = 0
     """Undone evictions answered: 1 → a restart was asked for; 2 → evicting is pointless, only alert."""
     escalated_at: float = -math.inf
@@ -317,8 +319,13 @@ class WatchdogState:
         recent = tuple((mid, at) for mid, at in self.acted if now - at < self.config.cooldown)
         return replace(self, acted=(*recent, (member_id, now)))
 
-    def with_evicted(self, now: float) -> "WatchdogState":
-        return replace(self, evicted_at=now, check=self.check.with_success(now, self.config.check_interval))
+    def with_evicted(self, now: float, member_id: str) -> "WatchdogState":
+        return replace(
+            self,
+            evicted_at=now,
+            evicted_member=member_id,
+            check=self.check.with_success(now, self.config.check_interval),
+        )
 
     def without_eviction_watch(self) -> "WatchdogState":
         return replace(self, evicted_at=None)
