@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from vigil_core import events, identity
+from vigil_core import events, identity, rules
 from vigil_core.kafka.event_sink import EventSink
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
 from vigil_core.kafka.model import GroupView
@@ -229,6 +229,9 @@ class Sidecar:
         if self._bridge is not None:
             self._bridge.observe(bridge.AppEnded())  # a new end while bridged (crash loop?)
             return
+        if self.settings.group_protocol is rules.GroupProtocol.CONSUMER and self.settings.instance_id:
+            self._release(member, earlier, now)
+            return
         if not self.settings.bridge_enabled:
             return
         started = bridge.start(
@@ -248,6 +251,40 @@ class Sidecar:
             return
         self._said.pop("bridge", None)
         self._start_bridge(started, now)
+
+    def _release(self, member: bridge.Member | None, earlier: tuple[float, ...], now: float) -> None:
+        """A KIP-848 static member's app ended (proof): release its instance id so the restarted app takes the member
+        over at once (`bridge.release`); on the Kafka worker, answered in a log line, a metric and /v1/status."""
+        decided = bridge.release(
+            self.settings.group_id, member, proof="helper-connection-closed", earlier_ends=earlier, now=now,
+            config=self.settings.bridge(), instance_id=self.settings.instance_id,
+        )  # fmt: skip
+        if isinstance(decided, bridge.Refused):
+            self.metrics.bridges_refused.labels(decided.cause).inc()
+            self._say_once("bridge", decided.message)
+            return
+        self._said.pop("bridge", None)
+
+        def send() -> Outcome:
+            try:
+                return self.client().release_static_member(decided.group_id, decided.member_id, decided.instance_id)
+            except GroupClientError as exc:
+                return exc.outcome
+            except (ConnectionError, OSError):
+                return classify(Api.CONSUMER_GROUP_HEARTBEAT, TRANSPORT_ERROR)
+
+        def answered(future: "asyncio.Future[Outcome]") -> None:
+            outcome = future.result()
+            self.metrics.requests.labels(Api.CONSUMER_GROUP_HEARTBEAT.value, outcome.name).inc()
+            self.metrics.actions.labels("release", outcome.name).inc()
+            reason = f"the app of static member {decided.member_id} ended: its instance id released for its restart"
+            self.last_action = {"action": "release", "reason": reason, "outcome": outcome.name,
+                                "at": _utc_now().isoformat()}  # fmt: skip
+            log.warning("released instance id %s of member %s (its app ended): %s", decided.instance_id,
+                        decided.member_id, outcome)  # fmt: skip
+
+        future = asyncio.get_running_loop().run_in_executor(self._worker, send)
+        future.add_done_callback(answered)
 
     def _start_bridge(self, state: bridge.BridgeState, now: float) -> None:
         self.metrics.bridges_started.labels(state.proof).inc()

@@ -31,6 +31,7 @@ from vigil_sidecar.bridge.engine import (
     Member,
     Observation,
     Refused,
+    Release,
     Remove,
     RemoveAnswered,
     Resumed,
@@ -38,6 +39,7 @@ from vigil_sidecar.bridge.engine import (
     Tick,
     Wait,
     ended_member,
+    release,
     start,
     step,
 )
@@ -528,6 +530,34 @@ def test_the_proof_of_an_end_binds_to_the_member_its_process_reported(
     process: str | None, reported: dict[str | None, Member], others: int, member: Member | None
 ) -> None:
     assert ended_member(process, reported, others_open=others) == member
+
+
+CLOSED = "helper-connection-closed"
+RELEASES: dict[str, tuple[str | None, Member | None, tuple[float, ...], str | None]] = {
+    # name: (proof, member, earlier ends (relative to T0), refusal cause or None for released)
+    "helper connection closed: released, no generation needed": (CLOSED, Member("m-1", -1, "pod-0"), (), None),
+    "silence is never proof": (None, ME, (), "no-proof"),
+    "a crash loop: its partitions should move on": (CLOSED, ME, (-100.0,), "crash-loop"),
+    "no report from the helper": (CLOSED, None, (), "no-member"),
+    "a dynamic member has nothing to release": (CLOSED, Member("m-1", 5, None), (), "dynamic-member"),
+    "another process's member": (CLOSED, Member("m-2", 5, "p0-b"), (), "other-instance"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("proof", "member", "earlier", "refusal"), RELEASES.values(), ids=RELEASES.keys())
+def test_release_of_a_dead_kip848_static_member(
+    proof: str | None, member: Member | None, earlier: tuple[float, ...], refusal: str | None
+) -> None:
+    result = release(
+        "g", member, proof=proof, earlier_ends=[T0 + t for t in earlier], now=T0, config=CFG, instance_id="pod-0"
+    )
+    if refusal is None:
+        assert result == Release("g", "m-1", "pod-0")
+    else:
+        assert isinstance(result, Refused)
+        assert result.cause == refusal
+        assert result.message.startswith("Not releasing")
+        assert _one_sentence(result.message)
 
 
 def test_crash_loop_threshold_is_configurable() -> None:

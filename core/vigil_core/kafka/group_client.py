@@ -347,6 +347,17 @@ class GroupClient:
             return outcome
         return classify(Api.LEAVE_GROUP, member_codes[0])
 
+    def release_static_member(self, group_id: str, member_id: str, instance_id: str) -> Outcome:
+        """Release a dead KIP-848 static member's instance id (ConsumerGroupHeartbeat, epoch -2, on its behalf): its
+        replacement takes the member and its assignment over instead of failing with UNRELEASED_INSTANCE_ID (fatal
+        in the Java client and librdkafka) until the session timeout fences it. Compare-and-release: only while
+        `member_id` holds `instance_id`."""
+        return self._at_coordinator(
+            Api.CONSUMER_GROUP_HEARTBEAT,
+            group_id,
+            lambda node: self._wire.release_static_member(node, group_id, member_id, instance_id),
+        )
+
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> Outcome:
         """One Heartbeat on behalf of a member (bridging a static member whose app is restarting)."""
         return self._at_coordinator(

@@ -45,6 +45,9 @@ Why, for the cells that are not obvious:
 - Heartbeat, FENCED_INSTANCE_ID → STOP: usually the restarted app rejoined and the bridge's job is done.
 - Heartbeat, FENCED_MEMBER_EPOCH / UNRELEASED_INSTANCE_ID → STOP: a classic Heartbeat gets UNKNOWN_MEMBER_ID or
   ILLEGAL_GENERATION from 4.x instead; kept so the member is never kept alive against the coordinator's word.
+- ConsumerGroupHeartbeat (epoch -2, a dead KIP-848 static member released on its behalf): UNKNOWN_MEMBER_ID /
+  GROUP_ID_NOT_FOUND → ALREADY_GONE (nobody to release); FENCED_INSTANCE_ID → NOTHING_TO_DO (the instance id moved to
+  a newer member: the replacement is in; the release is compare-and-release, it changed nothing).
 - OffsetFetch, UNSTABLE_OFFSET_COMMIT → RETRY_BACKOFF: a transaction holds pending offsets; they settle.
 - DescribeGroup / OffsetFetch, GROUP_ID_NOT_FOUND → REPORT: no member yet, deleted, or the other protocol type
   (DescribeGroups on a KIP-848 group): nothing to watch, never a reason to act.
@@ -79,6 +82,8 @@ class Api(StrEnum):
     """The cluster id (the operator tells clusters apart by it)."""
     JOIN_GROUP = "JoinGroup"
     """A pending member that keeps a deliberate rebalance's join phase open until the removed member is back."""
+    CONSUMER_GROUP_HEARTBEAT = "ConsumerGroupHeartbeat"
+    """KIP-848, epoch -2 on a dead static member's behalf: its instance id released for its replacement."""
 
 
 class Reaction(StrEnum):
@@ -169,7 +174,14 @@ _KAFKA_ERRORS: Final[Mapping[int, tuple[str, bool]]] = {
 _CODES: Final[Mapping[str, int]] = {name: code for code, (name, _) in _KAFKA_ERRORS.items()}
 
 _ALL: Final = tuple(Api)
-_COORDINATED: Final = (Api.DESCRIBE_GROUP, Api.LEAVE_GROUP, Api.HEARTBEAT, Api.OFFSET_FETCH, Api.JOIN_GROUP)
+_COORDINATED: Final = (
+    Api.DESCRIBE_GROUP,
+    Api.LEAVE_GROUP,
+    Api.HEARTBEAT,
+    Api.OFFSET_FETCH,
+    Api.JOIN_GROUP,
+    Api.CONSUMER_GROUP_HEARTBEAT,
+)
 """Requests the group coordinator answers."""
 _GROUP: Final = (Api.FIND_COORDINATOR, *_COORDINATED)
 """Requests that name a group (and are authorized against it)."""
@@ -182,6 +194,7 @@ _LIST: Final = (Api.LIST_OFFSETS,)
 _CONFIGS: Final = (Api.DESCRIBE_CONFIGS,)
 _ALTER: Final = (Api.ALTER_CONFIGS,)
 _JOIN: Final = (Api.JOIN_GROUP,)
+_RELEASE: Final = (Api.CONSUMER_GROUP_HEARTBEAT,)
 
 _R = Reaction
 _BACKOFF = "retrying after a backoff"
@@ -287,6 +300,16 @@ _ROWS: Final[tuple[tuple[tuple[Api, ...], str, Reaction, str], ...]] = (
         _R.REPORT,
         "The broker refused the pending member's session timeout: the rebalance goes ahead without it.",
     ),
+    # a dead KIP-848 static member's instance id released (epoch -2 on its behalf)
+    (_RELEASE, "UNKNOWN_MEMBER_ID", _R.ALREADY_GONE, "No member holds the instance id any more: nothing to release."),
+    (_RELEASE, "GROUP_ID_NOT_FOUND", _R.ALREADY_GONE, "The group is gone: nothing to release."),
+    (
+        _RELEASE,
+        "FENCED_INSTANCE_ID",
+        _R.NOTHING_TO_DO,
+        "The instance id belongs to a newer member (the replacement is in): the dead one was already replaced.",
+    ),
+    (_RELEASE, "INVALID_REQUEST", _R.REPORT, f"The broker refused the release as malformed; {_NO_ACTION}."),
     # committed offsets
     (_OFFSETS, "UNSTABLE_OFFSET_COMMIT", _R.RETRY_BACKOFF, f"A transaction holds pending offsets: {_BACKOFF}."),
     (_OFFSETS, "GROUP_ID_NOT_FOUND", _R.REPORT, "The group has no committed offsets: no lag to judge, no action."),

@@ -1,8 +1,9 @@
 """A tiny app for bridge tests: one static member (KIP-345) polling with vigil's helper Consumer, killable.
 
-`python -m vigil_dev.testing.static_app --group G --topic T --instance-id I [--max-poll-interval-ms N]` joins G
-as static member I with the test timings (`clients.CONSUMER_DEFAULTS`: session 6 s, heartbeat 1 s), beacons to
-`$VIGIL_BEACON_ADDR` and holds the helper's connection to the sidecar; the broker comes from `VIGIL_KAFKA_*`.
+`python -m vigil_dev.testing.static_app --group G --topic T --instance-id I [--max-poll-interval-ms N]
+[--session-timeout-ms N] [--protocol classic|consumer]` joins G as static member I with the test timings
+(`clients.CONSUMER_DEFAULTS`: session 6 s, heartbeat 1 s; KIP-848: the broker's), beacons to `$VIGIL_BEACON_ADDR`
+and holds the helper's connection to the sidecar; the broker comes from `VIGIL_KAFKA_*`.
 
 - SIGUSR1: stop calling poll() and stay alive (librdkafka keeps heartbeating until max.poll.interval.ms; the
   helper's connection stays open): the stalled-but-alive app;
@@ -28,7 +29,7 @@ import confluent_kafka
 from vigil_core.kafka import cgmd
 from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
-from vigil_dev.testing.clients import CONSUMER_DEFAULTS, QUIET
+from vigil_dev.testing.clients import CONSUMER_DEFAULTS, KIP848_BROKER_SIDE, QUIET
 from vigil_sidecar.client import Consumer
 from vigil_sidecar.client.consumer import BEACON_ADDR_ENV
 
@@ -43,6 +44,7 @@ def start(
     beacon_addr: str,
     max_poll_interval_ms: int | None = None,
     session_timeout_ms: int | None = None,
+    protocol: str = "classic",
 ) -> procs.Managed:
     """Start the app as a real process (again, after a kill: same log, appended); stop it with the returned
     handle's `kill()` (the crash) or `stop()` (SIGTERM)."""
@@ -53,6 +55,8 @@ def start(
         argv += ["--max-poll-interval-ms", str(max_poll_interval_ms)]
     if session_timeout_ms is not None:
         argv += ["--session-timeout-ms", str(session_timeout_ms)]
+    if protocol != "classic":
+        argv += ["--protocol", protocol]
     env = {"PATH": "/usr/bin:/bin", **connection.to_env(), BEACON_ADDR_ENV: beacon_addr, marker_key: marker_value}
     return procs.start(
         f"app-{instance_id}",
@@ -75,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instance-id", required=True)
     parser.add_argument("--max-poll-interval-ms", type=int, default=int(CONSUMER_DEFAULTS["max.poll.interval.ms"]))
     parser.add_argument("--session-timeout-ms", type=int, default=int(CONSUMER_DEFAULTS["session.timeout.ms"]))
+    parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic")
     args = parser.parse_args(argv)
     conf: dict[str, Any] = KafkaConnection.from_env(os.environ).confluent_config() | dict(CONSUMER_DEFAULTS) | QUIET
     conf |= {
@@ -84,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         "max.poll.interval.ms": args.max_poll_interval_ms,
         "session.timeout.ms": args.session_timeout_ms,
     }
+    if args.protocol == "consumer":  # KIP-848: the session, heartbeat and assignor live on the broker
+        conf = {k: v for k, v in conf.items() if k not in KIP848_BROKER_SIDE} | {"group.protocol": "consumer"}
     stalled, stopping, withheld = threading.Event(), threading.Event(), threading.Event()
 
     def stall(_signum: int, _frame: FrameType | None) -> None:

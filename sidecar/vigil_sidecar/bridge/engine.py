@@ -378,7 +378,7 @@ def ended_member(process: str | None, reported: Mapping[str | None, Member], *, 
     return reported.get(None) if others_open == 0 else None
 
 
-def start(  # noqa: PLR0911 - one return per refusal
+def start(
     group_id: str,
     member: Member | None,
     *,
@@ -395,34 +395,13 @@ def start(  # noqa: PLR0911 - one return per refusal
     member under another one is someone else's, never bridged. None: not checked (the operator's rollout bridges
     the member it read for the pod). The first `step` (a `Tick`) sends the first heartbeat.
     """
-    if not _is_proof(proof):
-        what = "no proof" if not proof else f"{proof!r} is not a proof"
-        return Refused(
-            "no-proof",
-            f"Not bridging: {what} that the app ended; silence never is, so a stalled but live member expires as it"
-            " would without vigil.",
-        )
-    ends = (*_within(sorted(t for t in earlier_ends if t < now), now, config.crash_window_seconds), now)
-    if len(ends) >= config.crash_loop_restarts:
-        return Refused("crash-loop", _crash_loop(len(ends), config))
-    if member is None or not member.member_id:
-        return Refused(
-            "no-member",
-            "Not bridging: the app never reported its member through the helper, so there is no generation to"
-            " heartbeat with.",
-        )
-    if member.instance_id is None or not member.instance_id:
-        return Refused(
-            "dynamic-member",
-            f"Not bridging member {member.member_id!r}: it has no group.instance.id, and a dynamic member that"
-            " rejoins gets a new member id and a rebalance anyway.",
-        )
-    if instance_id is not None and member.instance_id != instance_id:
-        return Refused(
-            "other-instance",
-            f"Not bridging member {member.member_id!r}: its instance id {member.instance_id!r} is not this pod's"
-            f" {instance_id!r} (another consumer process in the pod); it is not this sidecar's to keep alive.",
-        )
+    ends = _ends(earlier_ends, now, config)
+    refused = _refused("bridging", member, proof, ends=ends, config=config, instance_id=instance_id)
+    if refused is not None:
+        return refused
+    assert member is not None  # checked by _refused
+    assert member.instance_id is not None
+    assert _is_proof(proof)
     if member.generation < 0:
         return Refused(
             "no-generation",
@@ -441,6 +420,86 @@ def start(  # noqa: PLR0911 - one return per refusal
         next_heartbeat_at=now,
         ends=ends,
     )
+
+
+@dataclass(frozen=True)
+class Release:
+    """Release a dead KIP-848 static member's instance id on its behalf (ConsumerGroupHeartbeat with epoch -2, what
+    its client sends when it closes): its replacement then takes the member and its assignment over at once,
+    instead of failing with UNRELEASED_INSTANCE_ID (fatal in the Java client and librdkafka) until the member's
+    session timeout fences it. Compare-and-release: only while `member_id` holds `instance_id`."""
+
+    group_id: str
+    member_id: str
+    instance_id: str
+
+
+def release(
+    group_id: str,
+    member: Member | None,
+    *,
+    proof: str | None,
+    earlier_ends: Sequence[float],
+    now: float,
+    config: BridgeConfig,
+    instance_id: str | None,
+) -> Release | Refused:
+    """What the end of a KIP-848 static member's app (at `now`, as `proof` shows) calls for: the classic bridge has
+    no heartbeat to send there, and the coordinator refuses the restarted app's join while the dead member holds
+    the instance id. Refused on the bridge's grounds: no proof, a crash loop (its partitions should move on), no
+    member reported, a dynamic member (nothing to release), another instance id than the caller's."""
+    ends = _ends(earlier_ends, now, config)
+    refused = _refused("releasing", member, proof, ends=ends, config=config, instance_id=instance_id)
+    if refused is not None:
+        return refused
+    assert member is not None  # checked by _refused
+    assert member.instance_id is not None
+    return Release(group_id, member.member_id, member.instance_id)
+
+
+def _ends(earlier_ends: Sequence[float], now: float, config: BridgeConfig) -> tuple[float, ...]:
+    """The app's ends within the crash window, this one (at `now`) included."""
+    return (*_within(sorted(t for t in earlier_ends if t < now), now, config.crash_window_seconds), now)
+
+
+def _refused(
+    what: str,
+    member: Member | None,
+    proof: str | None,
+    *,
+    ends: tuple[float, ...],
+    config: BridgeConfig,
+    instance_id: str | None,
+) -> Refused | None:
+    """Why the proof of an end does not let vigil act for `member` (`what`: "bridging", "releasing"), or None."""
+    if not _is_proof(proof):
+        said = "no proof" if not proof else f"{proof!r} is not a proof"
+        return Refused(
+            "no-proof",
+            f"Not {what}: {said} that the app ended; silence never is, so a stalled but live member expires as it"
+            " would without vigil.",
+        )
+    if len(ends) >= config.crash_loop_restarts:
+        return Refused("crash-loop", _crash_loop(len(ends), config, what))
+    if member is None or not member.member_id:
+        return Refused(
+            "no-member",
+            f"Not {what}: the app never reported its member through the helper, so there is no member (and no"
+            " generation) to act for.",
+        )
+    if member.instance_id is None or not member.instance_id:
+        return Refused(
+            "dynamic-member",
+            f"Not {what} member {member.member_id!r}: it has no group.instance.id, and a dynamic member that"
+            " rejoins gets a new member id and a rebalance anyway.",
+        )
+    if instance_id is not None and member.instance_id != instance_id:
+        return Refused(
+            "other-instance",
+            f"Not {what} member {member.member_id!r}: its instance id {member.instance_id!r} is not this pod's"
+            f" {instance_id!r} (another consumer process in the pod); it is not this sidecar's to act for.",
+        )
+    return None
 
 
 # --- running ------------------------------------------------------------------------------------------------------
@@ -599,9 +658,9 @@ def _remove_reason(state: BridgeState, now: float) -> str:
     return f"{who}, absent from a rebalance (onForeignRebalance: remove)"
 
 
-def _crash_loop(count: int, config: BridgeConfig) -> str:
+def _crash_loop(count: int, config: BridgeConfig, what: str = "bridging") -> str:
     return (
-        f"Not bridging: the app ended {count} times within {config.crash_window_seconds:g}s, a crash loop; its member"
+        f"Not {what}: the app ended {count} times within {config.crash_window_seconds:g}s, a crash loop; its member"
         " expires and its partitions move on."
     )
 
