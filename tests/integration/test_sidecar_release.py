@@ -9,6 +9,7 @@ the apps as real processes.
 
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,24 +33,39 @@ BACK_WITHIN = {"librdkafka": 10.0, "java": 20.0}
 """The restarted app holds partitions within this long of the kill (a new process, a JVM for Java, joining)."""
 
 
-def _group_with_a_long_session(conn: KafkaConnection, prefix: str) -> tuple[str, str]:
-    """A 4-partition topic and a group whose KIP-848 session is Kafka's default 45 s (the test broker's is 10 s)."""
-    topic = clients.create_topic(conn, clients.unique(prefix), partitions=4)
-    group = clients.unique(f"g-{prefix}")
-    admin = GroupClient(conn)
-    try:
-        admin.set_group_session(group, GROUP_SESSION_MS)
-    finally:
-        admin.close()
-    return topic, group
+@dataclass
+class Static848:
+    """A KIP-848 group whose session is Kafka's default 45 s (the test broker's is 10 s) on a 4-partition topic, a
+    sidecar for the static member `instance_id` (never evicting: stall timeout 60 s), and another static member."""
 
+    conn: KafkaConnection
+    topic: str
+    group: str
+    sidecar: RunningSidecar
+    other: clients.Member
 
-def _releasing_sidecar(conn: KafkaConnection, group: str, tmp: Path, instance_id: str) -> RunningSidecar:
-    return start_sidecar(
-        conn, group, "pod-rel", tmp, instance_id=instance_id, group_protocol="consumer", budget="none",
-        stall_timeout_seconds=60, check_interval_seconds=1, session_timeout_seconds=GROUP_SESSION_MS / 1000,
-        events_topic="",
-    )  # fmt: skip
+    @classmethod
+    def start(cls, kafka: KafkaCluster, tmp: Path, prefix: str, instance_id: str) -> "Static848":
+        conn = kafka.connection()
+        topic = clients.create_topic(conn, clients.unique(prefix), partitions=4)
+        group = clients.unique(f"g-{prefix}")
+        admin = GroupClient(conn)
+        try:
+            admin.set_group_session(group, GROUP_SESSION_MS)
+        finally:
+            admin.close()
+        sidecar = start_sidecar(
+            conn, group, "pod-rel", tmp, instance_id=instance_id, group_protocol="consumer", budget="none",
+            stall_timeout_seconds=60, check_interval_seconds=1, session_timeout_seconds=GROUP_SESSION_MS / 1000,
+            events_topic="",
+        )  # fmt: skip
+        kip848: clients.ClientConfig = {"group.protocol": "consumer", "group.instance.id": "rel-other"}
+        other = clients.Member(conn, group, [topic], "rel-other", extra=kip848).start()
+        return cls(conn, topic, group, sidecar, other)
+
+    def close(self) -> None:
+        self.other.close()
+        self.sidecar.stop()
 
 
 def _released_then_replaced(kafka: KafkaCluster, group: str, instance_id: str, old: str, new: str) -> None:
@@ -71,11 +87,8 @@ def test_a_killed_kip848_static_app_started_again_takes_its_member_over_at_once(
     kafka: KafkaCluster, tmp_path: Path
 ) -> None:
     """librdkafka (the Python helper)."""
-    conn = kafka.connection()
-    topic, group = _group_with_a_long_session(conn, "release")
-    sidecar = _releasing_sidecar(conn, group, tmp_path, "rel-app")
-    kip848: clients.ClientConfig = {"group.protocol": "consumer", "group.instance.id": "rel-other"}
-    other = clients.Member(conn, group, [topic], "rel-other", extra=kip848).start()
+    g = Static848.start(kafka, tmp_path, "release", "rel-app")
+    conn, topic, group, sidecar = g.conn, g.topic, g.group, g.sidecar
     log = static_app.log_path(tmp_path, "rel-app")
 
     def start_app() -> procs.Managed:
@@ -108,19 +121,15 @@ def test_a_killed_kip848_static_app_started_again_takes_its_member_over_at_once(
         assert sidecar.status()["last_action"]["action"] == "release"
     finally:
         app.stop(grace=5)
-        other.close()
-        sidecar.stop()
+        g.close()
 
 
 def test_a_killed_kip848_static_java_app_started_again_takes_its_member_over_at_once(
     kafka: KafkaCluster, tmp_path: Path
 ) -> None:
     """kafka-clients 4.1.1 with JAVA.md's `VigilBeacon` and `VigilHold`."""
-    conn = kafka.connection()
-    topic, group = _group_with_a_long_session(conn, "release-java")
-    sidecar = _releasing_sidecar(conn, group, tmp_path, "rel-java")
-    kip848: clients.ClientConfig = {"group.protocol": "consumer", "group.instance.id": "rel-other"}
-    other = clients.Member(conn, group, [topic], "rel-other", extra=kip848).start()
+    g = Static848.start(kafka, tmp_path, "release-java", "rel-java")
+    conn, topic, group, sidecar = g.conn, g.topic, g.group, g.sidecar
 
     def start_java(name: str) -> JavaConsumer:
         state = tmp_path / name
@@ -156,5 +165,4 @@ def test_a_killed_kip848_static_java_app_started_again_takes_its_member_over_at_
         assert sidecar.metric('vigil_sidecar_actions_total{action="release",outcome="NONE"}') == 1
     finally:
         java.stop()
-        other.close()
-        sidecar.stop()
+        g.close()
