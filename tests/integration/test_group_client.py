@@ -78,6 +78,35 @@ def test_describe_kip848_group(kafka: KafkaCluster, client: GroupClient) -> None
             m.close()
 
 
+def test_a_kip848_group_mid_rebalance_is_described_as_reconciling_not_unknown(
+    kafka: KafkaCluster, client: GroupClient
+) -> None:
+    """Issue #23 point 9. A KIP-848 group waiting for a member to let partitions go (it has rebalance callbacks and
+    does not poll, so librdkafka holds the revocation for its poll) is Reconciling. librdkafka's describe says
+    Unknown (it knows no KIP-848 state but Stable, Empty and Dead); vigil's describe asks ConsumerGroupDescribe and
+    says Reconciling — what /v1/status, the ConsumerGroup status and the watchdog then see."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("kip848-rb"), partitions=4)
+    group = clients.unique("g-848-rb")
+    kip848: clients.ClientConfig = {"group.protocol": "consumer", "max.poll.interval.ms": 60000}
+    holder = clients.Member(conn, group, [topic], "holder", extra=kip848, listener=True).start()
+    members = [holder]
+    try:
+        wait_for(lambda: len(holder.assigned), lambda n: n == 4, timeout=60, what="the holder owning all 4")
+        holder.paused_polling.set()
+        wait_for(holder.parked.is_set, timeout=5, what="the holder no longer polling")
+        members.append(clients.Member(conn, group, [topic], "joiner", extra=kip848).start())
+        view = wait_for(lambda: client.describe(group), lambda v: len(v.members) == 2, timeout=30,
+                        what="both members in the group")  # fmt: skip
+        assert view.state is GroupState.RECONCILING, view.state
+        assert view.rebalancing
+        librdkafka = clients.describe_group(conn, group)
+        assert str(librdkafka.state).split(".")[-1].upper() == "UNKNOWN"  # what vigil saw before the fix
+    finally:
+        for m in members:
+            m.close()
+
+
 def test_evict_a_live_dynamic_member_by_its_pair(kafka: KafkaCluster, client: GroupClient) -> None:
     conn = kafka.connection()
     topic = clients.create_topic(conn, clients.unique("evict"), partitions=3)

@@ -151,14 +151,23 @@ class GroupClient:
             )
             for m in desc.members
         )
+        state = _enum(GroupState, desc.state, GroupState.UNKNOWN)
+        if group_type is GroupType.CONSUMER and state is GroupState.UNKNOWN:
+            state = self._kip848_state(desc.coordinator.id, group_id)
         return GroupView(
             group_id=group_id,
-            state=_enum(GroupState, desc.state, GroupState.UNKNOWN),
+            state=state,
             type=group_type,
             assignor=desc.partition_assignor or "",
             coordinator_id=desc.coordinator.id,
             members=members,
         )
+
+    def _kip848_state(self, coordinator: int, group_id: str) -> GroupState:
+        """librdkafka names no KIP-848 state but Stable, Empty and Dead: Assigning and Reconciling come back Unknown
+        (librdkafka `rd_kafka_consumer_group_state_code`). ConsumerGroupDescribe names it; still Unknown if it fails."""
+        code, name = self._wire.consumer_group_state(coordinator, group_id)
+        return _enum(GroupState, name, GroupState.UNKNOWN) if code == 0 else GroupState.UNKNOWN
 
     def committed_offsets(self, group_id: str) -> dict[TopicPartitionRef, int]:
         """Committed offset per partition the group has committed for (partitions without a commit left out)."""

@@ -72,9 +72,9 @@ class GroupView:
     @property
     def rebalancing(self) -> bool:
         """The group is between generations or epochs, waiting on its members: a classic join or sync phase, or a
-        KIP-848 group reconciling or assigning. librdkafka's describe names no KIP-848 state but Stable, Empty and
-        Dead (any other, i.e. Assigning and Reconciling, comes back Unknown: librdkafka `rd_kafka_consumer_group_
-        state_code`), so Unknown in a KIP-848 group is a rebalance too."""
+        KIP-848 group reconciling or assigning. `GroupClient.describe` names the KIP-848 states (librdkafka's
+        describe knows none but Stable, Empty and Dead: `rd_kafka_consumer_group_state_code`); should that fail,
+        Unknown in a KIP-848 group can only be one of the two, so it counts as a rebalance too."""
         return self.state in _REBALANCING or (self.type is GroupType.CONSUMER and self.state is GroupState.UNKNOWN)
 
     def member(self, member_id: str) -> MemberView | None:

@@ -2,7 +2,7 @@
 (per-member identities with KIP-800 reasons), Heartbeat v3+ (on behalf of a static member), JoinGroup v4+ (a
 pending member only), DescribeGroups for the classic consumer protocol metadata (subscriptions), and the two KIP-848
 APIs kafka-python 3.0 does not define, from schemas in `vigil_core.kafka.messages`: ConsumerGroupDescribe (the
-group's real state — librdkafka reports Assigning and Reconciling as Unknown — and the members' epochs) and
+group's real state: librdkafka reports Assigning and Reconciling as Unknown) and
 ConsumerGroupHeartbeat with epoch -2 (a dead static member's instance id released on its behalf).
 
 Only this module imports kafka-python. It returns raw error codes; `outcomes.classify` decides what they
@@ -79,32 +79,6 @@ class LeaveIdentity:
     """Empty string: remove whoever holds `instance_id` now (departed static members only)."""
     instance_id: str | None
     reason: str
-
-
-@dataclass(frozen=True)
-class DescribedMember:
-    """A KIP-848 member as ConsumerGroupDescribe shows it."""
-
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    host: str
-    epoch: int
-    """Its member epoch; -2: a static member that left for now."""
-    assignment: tuple[tuple[str, int], ...]
-    """(topic, partition) it owns."""
-
-
-@dataclass(frozen=True)
-class DescribedGroup:
-    """A KIP-848 group as ConsumerGroupDescribe shows it, or its error code."""
-
-    code: int
-    state: str = ""
-    """Empty, Assigning, Reconciling, Stable or Dead."""
-    epoch: int = -1
-    assignor: str = ""
-    members: tuple[DescribedMember, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -234,30 +208,15 @@ class GroupWire:
         except _TRANSPORT:
             return TRANSPORT_ERROR
 
-    def consumer_group(self, coordinator: int, group_id: str) -> DescribedGroup:
-        """ConsumerGroupDescribe of one KIP-848 group: its real state and epoch, and every member's epoch."""
+    def consumer_group_state(self, coordinator: int, group_id: str) -> tuple[int, str]:
+        """A KIP-848 group's state as ConsumerGroupDescribe names it (Empty, Assigning, Reconciling, Stable, Dead):
+        (error code, state)."""
         request = ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False)
         try:
-            response = self._send(request, coordinator)
+            group = self._send(request, coordinator).groups[0]
         except _TRANSPORT:
-            return DescribedGroup(TRANSPORT_ERROR)
-        group = response.groups[0]
-        if group.error_code:
-            return DescribedGroup(int(group.error_code))
-        members = tuple(
-            DescribedMember(
-                member_id=m.member_id,
-                instance_id=m.instance_id or None,
-                client_id=m.client_id,
-                host=m.client_host,
-                epoch=int(m.member_epoch),
-                assignment=tuple(
-                    sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions)
-                ),
-            )
-            for m in group.members
-        )
-        return DescribedGroup(0, str(group.group_state), int(group.group_epoch), str(group.assignor_name), members)
+            return TRANSPORT_ERROR, ""
+        return int(group.error_code), str(group.group_state or "")
 
     def subscriptions(self, coordinator: int, group_id: str) -> dict[str, tuple[str, ...]]:
         """member id -> subscribed topics, decoded from the classic consumer protocol metadata."""
