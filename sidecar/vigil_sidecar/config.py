@@ -210,8 +210,9 @@ class SidecarSettings(BaseModel):
         )
 
 
-#: Broker bounds that accept anything: at start only the client's own consistency is checked (start never
-#: waits for Kafka); the broker's real limits are checked once it answers.
+#: Broker bounds and KIP-848 group timings that accept anything: at start only the client's own consistency is
+#: checked (start never waits for Kafka); the broker's limits and, KIP-848, the group's own timings are read and
+#: checked once the group's coordinator has answered (`Sidecar._check_timings`).
 NO_BROKER_LIMITS = rules.BrokerLimits(
     min_session_ms=1,
     max_session_ms=2**31 - 1,
@@ -220,6 +221,8 @@ NO_BROKER_LIMITS = rules.BrokerLimits(
     consumer_min_heartbeat_ms=1,
     consumer_max_heartbeat_ms=2**31 - 1,
     from_defaults=False,
+    consumer_session_ms=2**31 - 1,
+    consumer_heartbeat_ms=1,
 )
 
 

@@ -27,7 +27,7 @@ from vigil_sidecar.bridge import engine as bridge
 from vigil_sidecar.bridge_runner import BridgeRequest, BridgeRunner, send_request
 from vigil_sidecar.budget import ledger
 from vigil_sidecar.budget.lease_api import BudgetPolicy, BudgetUnavailable, LeaseApi, publish, request_permit
-from vigil_sidecar.config import BudgetMode, SidecarSettings, Signal
+from vigil_sidecar.config import NO_BROKER_LIMITS, BudgetMode, SidecarSettings, Signal
 from vigil_sidecar.metrics import Metrics
 from vigil_sidecar.signals import stats as stats_signal
 from vigil_sidecar.signals.progress import ProgressSampler
@@ -114,6 +114,8 @@ class Sidecar:
         self._bridge_client: GroupClient | None = None
         self.last_bridge: dict[str, Any] | None = None
         """The last bridge that ended, or the last refusal: for /v1/status."""
+        self._timings_checked = False
+        """The app's timings were checked against the cluster's (once, at the coordinator's first answer)."""
 
     # -- inputs ------------------------------------------------------------------------------------------------
     def beacon(self, beacon: Beacon, transport: str) -> None:
@@ -151,6 +153,10 @@ class Sidecar:
             if self.last_beacon_at is not None:
                 self.metrics.poll_age.set(now - self.last_beacon_at)
             self._bridge_observes(observation)
+            if not self._timings_checked and isinstance(observation, DescribeResult):  # noqa: SIM102 - one per line
+                if isinstance(observation.result, GroupView):
+                    self._timings_checked = True
+                    asyncio.get_running_loop().run_in_executor(self._worker, self._check_timings)
             self.state, actions = watchdog.decide(self._silence_bridged(), observation, now)
             self._wake_at = None
             for action in actions:
@@ -676,6 +682,24 @@ class Sidecar:
         if self._client is None:
             self._client = GroupClient(self.connection, client_id=f"vigil-sidecar-{self.settings.pod_name}")
         return self._client
+
+    def _check_timings(self) -> None:
+        """On the worker, once: the timing rules against the broker's limits and, KIP-848, the group's own session and
+        heartbeat (its group configs, which default to the broker's) — what start could not know. Each finding is
+        one log line; none stops the sidecar. Unreadable (no DESCRIBE_CONFIGS) → Kafka's defaults, said so."""
+        try:
+            limits = self.client().broker_limits()
+            if self.settings.group_protocol is rules.GroupProtocol.CONSUMER:
+                timings = self.client().group_timings(self.settings.group_id)
+                limits = limits.for_group(timings.session_ms, timings.heartbeat_ms)
+        except (GroupClientError, ConnectionError, OSError) as exc:
+            log.warning("the cluster's group timings could not be read (%s): checked at start only", exc)
+            return
+        said = set(rules.check_timings(self.settings.timings(), NO_BROKER_LIMITS))  # logged at start
+        for finding in rules.check_timings(self.settings.timings(), limits):
+            if finding not in said:
+                log.warning("config %s (%s, from the cluster): %s", finding.severity.value, finding.setting,
+                            finding.message)  # fmt: skip
 
     def _lookup(self) -> Observation:
         return CoordinatorResult(self.client().coordinator(self.settings.group_id))

@@ -430,6 +430,8 @@ def test_broker_limits_are_read_from_the_broker(client: GroupClient) -> None:
     assert not limits.from_defaults
     assert limits.min_session_ms == 1000  # the test broker's own setting, not Kafka's default of 6000
     assert limits.consumer_min_session_ms == 6000  # lowered for KIP-848 tests (default 45000)
+    # the KIP-848 timings in effect, the broker's (issue #23 point 8: they were assumed to be Kafka's 45 s / 5 s)
+    assert (limits.consumer_session_ms, limits.consumer_heartbeat_ms) == (10000, 1000)
 
 
 def test_remove_a_kip848_member_by_member_id(kafka: KafkaCluster, client: GroupClient) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from vigil_core.kafka.group_client import GroupClient
 from vigil_dev.kafka.cluster import KafkaCluster
@@ -288,3 +289,31 @@ def test_a_stalled_member_blocking_a_rebalance_is_evicted_and_the_group_is_stabl
     finally:
         for m in members:
             m.close()
+
+
+def test_kip848_timings_are_read_from_the_group_not_assumed(
+    kafka: KafkaCluster, sidecars: Callable[..., RunningSidecar]
+) -> None:
+    """Issue #23 point 8. A KIP-848 group whose own heartbeat interval is 3 s (a group config; the broker's is 1 s,
+    Kafka's default 5 s), a stall timeout of 5 s: below two of the group's heartbeats. The sidecar says so once the
+    coordinator has answered, naming the group's 3000 ms — never Kafka's assumed 5000 ms (what it said at start
+    before the fix, the start knowing no cluster)."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("timings848"), partitions=1)
+    group = clients.unique("g-timings848")
+    admin = clients.admin(conn)  # the group config, set as a user would (kafka-configs --entity-type groups)
+    entry = ConfigEntry("consumer.heartbeat.interval.ms", "3000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    sidecar = sidecars(group, "pod-a", events_topic="", group_protocol="consumer", stall_timeout_seconds=5)
+    watched = _watched(conn, group, topic, "pod-a", sidecar=sidecar, extra={"group.protocol": "consumer"})
+    try:
+        wait_for(lambda: sidecar.status().get("member") or {}, lambda m: m.get("member_id") == watched.member_id,
+                 timeout=60, what="the sidecar proving its member")  # fmt: skip
+        line = wait_for(lambda: [x for x in sidecar.log.read_text().splitlines() if "from the cluster" in x],
+                        timeout=15, what="the timing check against the cluster")  # fmt: skip
+        assert len(line) == 1, line
+        assert "stallTimeout (5000 ms) is below 2× the group's heartbeat interval (3000 ms)" in line[0]
+        assert "5000 ms)" not in sidecar.log.read_text().replace("stallTimeout (5000 ms)", "")
+    finally:
+        watched.close()

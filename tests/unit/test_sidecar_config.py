@@ -90,11 +90,6 @@ def test_flags_win_over_env() -> None:
             [],
             "VIGIL_HEARTBEAT_INTERVAL_SECONDS: heartbeat.interval.ms (12000 ms) must be below session.timeout.ms",
         ),
-        (
-            {"VIGIL_SESSION_TIMEOUT_SECONDS": "60", "VIGIL_MAX_POLL_INTERVAL_SECONDS": "30"},
-            [],
-            "VIGIL_MAX_POLL_INTERVAL_SECONDS: ",
-        ),
         ({"VIGIL_BRIDGE_ENABLED": "maybe"}, [], "VIGIL_BRIDGE_ENABLED: Input should be a valid boolean"),
         ({"VIGIL_MAX_BRIDGE_SECONDS": "0"}, [], "VIGIL_MAX_BRIDGE_SECONDS: Input should be greater than 0"),
         ({"VIGIL_MAX_BRIDGE_SECONDS": "7200"}, [], "VIGIL_MAX_BRIDGE_SECONDS: Input should be less than or equal"),
@@ -134,6 +129,15 @@ def test_bad_settings_are_one_line(env: dict[str, str | None], argv: list[str], 
         config.load(merged, argv)
     assert str(info.value).startswith(message), str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_valid_java_config_with_max_poll_below_the_session_is_accepted_with_a_warning() -> None:
+    """max.poll.interval.ms below session.timeout.ms is librdkafka's refusal, not Java's: the sidecar starts."""
+    env = BASE | {"VIGIL_SESSION_TIMEOUT_SECONDS": "60", "VIGIL_MAX_POLL_INTERVAL_SECONDS": "30"}
+    _, _, findings = config.load(env)
+    [finding] = [f for f in findings if f.setting == "max.poll.interval.ms"]
+    assert finding.severity.value == "warning"
+    assert "librdkafka refuses to create the consumer (the Java client accepts it)" in finding.message
 
 
 def test_the_process_exits_2_with_one_line_and_no_traceback() -> None:

@@ -232,6 +232,8 @@ class GroupClient:
             consumer_max_heartbeat_ms=value(
                 "group.consumer.max.heartbeat.interval.ms", defaults.consumer_max_heartbeat_ms
             ),
+            consumer_session_ms=value("group.consumer.session.timeout.ms", defaults.consumer_session_ms),
+            consumer_heartbeat_ms=value("group.consumer.heartbeat.interval.ms", defaults.consumer_heartbeat_ms),
             from_defaults=False,
         )
 
@@ -250,9 +252,10 @@ class GroupClient:
 
         session = configs.get(GROUP_SESSION_CONFIG)
         override = None if session is None or session.value is None or session.is_default else int(session.value)
+        kafka = BrokerLimits()  # a group config absent from the answer (an older broker): Kafka's default
         return GroupTimings(
-            session_ms=ms(GROUP_SESSION_CONFIG, 45000),
-            heartbeat_ms=ms(GROUP_HEARTBEAT_CONFIG, 5000),
+            session_ms=ms(GROUP_SESSION_CONFIG, kafka.consumer_session_ms),
+            heartbeat_ms=ms(GROUP_HEARTBEAT_CONFIG, kafka.consumer_heartbeat_ms),
             session_override_ms=override,
         )
 
