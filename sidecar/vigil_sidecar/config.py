@@ -34,7 +34,8 @@ class ForeignRebalance(StrEnum):
     REMOVE = "remove"
     """Compare-and-remove the absent member at once, so the rebalance completes now (no second one later)."""
     HOLD = "hold"
-    """Keep heartbeating until the app's expected return (at most the deadline), then remove."""
+    """Keep heartbeating until the app's expected return (at most the deadline, and at most one session timeout
+    after the rebalance began: the group waits meanwhile), then remove."""
 
 
 #: The client's `heartbeat.interval.ms` default (librdkafka and Java: 3 s): the bridge's pace when unset.
@@ -194,6 +195,7 @@ class SidecarSettings(BaseModel):
             max_bridge_seconds=self.max_bridge_seconds,
             on_foreign_rebalance=self.on_foreign_rebalance.value,
             expected_return_seconds=self.expected_return_seconds,
+            session_timeout=self.session_timeout_seconds,
         )
 
     def timings(self) -> rules.ClientTimings:

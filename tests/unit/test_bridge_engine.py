@@ -284,6 +284,19 @@ CASES: dict[str, tuple[BridgeConfig, list[Step]]] = {
             (T0 + 30.2, rm("NONE"), [ended("removed", 30.2, 30, "NONE")]),
         ],
     ),
+    "hold: at most one session timeout after the rebalance was met, whatever the expected return (the group waits)": (
+        replace(HOLD_OPEN, expected_return_seconds=25.0, session_timeout=6.0),
+        [
+            *steady(0.0, 2),
+            (T0 + 2.0, TICK, [HB]),
+            (T0 + 2.1, REBALANCE, [Wait(T0 + 3.0)]),  # the hold ends at 2.1 + 6 = 8.1, not at 25
+            *steady(3.0, 5, REBALANCE),
+            (T0 + 8.0, TICK, [HB]),
+            (T0 + 8.05, REBALANCE, [Wait(T0 + 8.1)]),
+            (T0 + 8.1, TICK, [REMOVE]),
+            (T0 + 8.2, rm("NONE"), [ended("removed", 8.2, 9, "NONE")]),
+        ],
+    ),
     "hold: a rebalance after the expected return → remove at once": (
         HOLD,
         [*steady(0.0, 12), (T0 + 12.0, TICK, [HB]), (T0 + 12.1, REBALANCE, [REMOVE])],

@@ -156,18 +156,20 @@ def _kind(view: GroupView) -> str:
 
 def configs() -> st.SearchStrategy[BridgeConfig]:
     return st.builds(
-        lambda interval, bridges, policy, ret, restarts: BridgeConfig(
+        lambda interval, bridges, policy, ret, restarts, session: BridgeConfig(
             heartbeat_interval=interval,
             max_bridge_seconds=interval * bridges,
             on_foreign_rebalance=policy,
             expected_return_seconds=ret,
             crash_loop_restarts=restarts,
+            session_timeout=session,
         ),
         st.floats(0.5, 5.0),
         st.floats(0.5, 25.0),
         st.sampled_from(["remove", "hold"]),
         st.none() | st.floats(0.5, 60.0),
         st.integers(2, 4),
+        st.none() | st.floats(1.0, 30.0),
     )
 
 
@@ -253,8 +255,11 @@ def test_c_at_most_one_remove_and_only_after_a_foreign_rebalance(world: World) -
     assert "ILLEGAL_GENERATION" not in before  # a moved generation stops the heartbeats, never removes (#23)
     cfg = world.config
     if cfg.on_foreign_rebalance == "hold":
-        hold = min(cfg.max_bridge_seconds, cfg.expected_return_seconds or cfg.max_bridge_seconds)
-        assert removes[0] >= T0 + hold
+        met = next(t for t, name in world.answered if name == "REBALANCE_IN_PROGRESS")
+        hold = T0 + min(cfg.max_bridge_seconds, cfg.expected_return_seconds or cfg.max_bridge_seconds)
+        if cfg.session_timeout is not None:  # the group waits at most a session for the held member
+            hold = min(hold, met + cfg.session_timeout)
+        assert removes[0] >= hold - 1e-9
 
 
 @EXAMPLES

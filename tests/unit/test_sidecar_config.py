@@ -32,7 +32,7 @@ def test_the_progress_signal_alerts_by_default_and_obeys_an_explicit_action() ->
 def test_bridging_is_off_by_default_and_paced_by_the_apps_heartbeat() -> None:
     settings, _, _ = config.load(BASE)
     assert settings.bridge_enabled is False
-    assert settings.bridge() == BridgeConfig(heartbeat_interval=3.0, max_bridge_seconds=120.0)  # client default
+    assert settings.bridge() == BridgeConfig(heartbeat_interval=3.0, max_bridge_seconds=120.0, session_timeout=45.0)
     on = BASE | {
         "VIGIL_BRIDGE_ENABLED": "true",
         "VIGIL_INSTANCE_ID": "orders-0",
@@ -45,7 +45,11 @@ def test_bridging_is_off_by_default_and_paced_by_the_apps_heartbeat() -> None:
     settings, _, _ = config.load(on)
     assert settings.bridge_enabled is True
     assert settings.bridge() == BridgeConfig(
-        heartbeat_interval=1.0, max_bridge_seconds=90.0, on_foreign_rebalance="hold", expected_return_seconds=20.0
+        heartbeat_interval=1.0,
+        max_bridge_seconds=90.0,
+        on_foreign_rebalance="hold",
+        expected_return_seconds=20.0,
+        session_timeout=6.0,  # a hold ends at most a session after the rebalance began
     )
 
 

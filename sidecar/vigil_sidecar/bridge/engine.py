@@ -28,7 +28,9 @@ The rules (issue #6; `start` applies the first, `step` the others):
    - REBALANCE_IN_PROGRESS (counted: the coordinator rescheduled the member's timer) → a foreign rebalance:
      `remove` → compare-and-remove at once, so the rebalance completes now instead of keeping the absent member,
      giving it partitions and expiring it later (a second rebalance); `hold` → keep heartbeating until the hold
-     ends (the app's expected return, at most the deadline) so the app can join the same rebalance, then remove;
+     ends (the app's expected return, at most the deadline, and at most one session timeout after the rebalance
+     was first met: an eager group waits in its join phase meanwhile, every member revoked) so the app can join
+     the same rebalance, then remove;
    - ILLEGAL_GENERATION (not counted: the coordinator does not reschedule the member's session) → "stale-generation":
      heartbeats stop, under either policy. The generation the app last reported is older than the group's (it died
      between a join and its next report, or a join completed without it): the bridge's heartbeats no longer count,
@@ -114,15 +116,20 @@ class BridgeConfig:
     crash_loop_restarts: int = 2
     """This many ends of the app within the window make a crash loop: the end that reaches it is not bridged, and
     stops a running bridge. 2: the app that dies again soon after a restart loses its member."""
+    session_timeout: float | None = None
+    """The member's session timeout: a hold ends at most this long after the bridge first met the foreign rebalance.
+    While held, an eager group waits in its join phase with every member's partitions revoked; without vigil the
+    dead member would have expired within a session timeout, letting the join complete. None: not bounded by it."""
 
     def __post_init__(self) -> None:
         for name in ("heartbeat_interval", "max_bridge_seconds"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ValueError(f"bridge {name} must be a positive number of seconds, not {value!r}")
-        ret = self.expected_return_seconds
-        if ret is not None and not (math.isfinite(ret) and ret > 0):
-            raise ValueError(f"bridge expected_return_seconds must be positive or None, not {ret!r}")
+        for name in ("expected_return_seconds", "session_timeout"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ValueError(f"bridge {name} must be positive or None, not {value!r}")
         if not (math.isfinite(self.crash_window_seconds) and self.crash_window_seconds >= 0):
             raise ValueError(f"bridge crash_window_seconds must be 0 or more, not {self.crash_window_seconds!r}")
         if self.crash_loop_restarts < 2:
@@ -561,6 +568,8 @@ def _heartbeat_answered(  # noqa: PLR0911 - one case per reaction
             hold_end = state.deadline
             if cfg.expected_return_seconds is not None:
                 hold_end = min(hold_end, _at_least(state.started_at, cfg.expected_return_seconds))
+            if cfg.session_timeout is not None:  # the group waits no longer than it would for a dead member
+                hold_end = min(hold_end, _at_least(now, cfg.session_timeout))
             return state.with_remove_due(max(now, hold_end), "hold-ended"), None
         case Reaction.STOP if outcome.name == _STALE:
             reason = (
@@ -692,6 +701,7 @@ _CONFIG_TYPES: Final[dict[str, tuple[type, ...]]] = {
     "expected_return_seconds": (*_NUM, type(None)),
     "crash_window_seconds": _NUM,
     "crash_loop_restarts": (int,),
+    "session_timeout": (*_NUM, type(None)),
 }
 _STATE_TYPES: Final[dict[str, tuple[type, ...]]] = {
     "group_id": (str,),
