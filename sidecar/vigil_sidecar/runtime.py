@@ -56,6 +56,9 @@ log = logging.getLogger("vigil.sidecar")
 #: The bridge's GroupClient retries this few times itself (a moved coordinator is found again once): the engine
 #: sets the pace, one heartbeat per interval, and a client retrying for longer would delay the next one.
 BRIDGE_CLIENT_ATTEMPTS = 2
+#: How often the bridge's connection to the coordinator is refreshed while the app is healthy: below kafka-python's
+#: idle close (9 minutes) and the broker's (`connections.max.idle.ms`, 10 minutes).
+BRIDGE_WARM_SECONDS = 240.0
 #: App ends further back than this are forgotten (the engine's crash window is at most this).
 APP_ENDS_KEPT_SECONDS = 3600.0
 #: The members of this many app processes are remembered (a restarted process has a new token; an ended one's is
@@ -64,6 +67,13 @@ REPORTED_PROCESSES_KEPT = 16
 
 
 class Sidecar:
+    _timings_checked: bool = False
+    """The app's timings were checked against the cluster's (once, at the coordinator's first answer)."""
+    _bridge_warmed_at: float | None = None
+    """When the bridge's connection was last opened or refreshed ahead of need (monotonic)."""
+    bridge_ready = False
+    """The bridge's client is connected to the group's coordinator ahead of need (its last refresh succeeded)."""
+
     def __init__(self, settings: SidecarSettings, connection: KafkaConnection, metrics: Metrics) -> None:
         self.settings = settings
         self.connection = connection
@@ -114,8 +124,6 @@ class Sidecar:
         self._bridge_client: GroupClient | None = None
         self.last_bridge: dict[str, Any] | None = None
         """The last bridge that ended, or the last refusal: for /v1/status."""
-        self._timings_checked = False
-        """The app's timings were checked against the cluster's (once, at the coordinator's first answer)."""
 
     # -- inputs ------------------------------------------------------------------------------------------------
     def beacon(self, beacon: Beacon, transport: str) -> None:
@@ -134,6 +142,7 @@ class Sidecar:
             self._stall_reported = None
         self.last_beacon_at = now
         self.last_beacon = beacon
+        self._warm_bridge(now)
         if self.app_probe_failing:  # the app polls again: the restart it needed has happened
             self.app_probe_failing = False
             self.metrics.app_probe_failing.set(0)
@@ -391,20 +400,48 @@ class Sidecar:
         return outcome
 
     def _bridge_request(self, request: BridgeRequest) -> Outcome:
-        """On the bridge's thread: its own client (made at first use: it connects, blocking), one request."""
+        """On the bridge's thread: its own client (connected while the app was healthy, else now), one request."""
+        try:
+            client = self._bridge_group_client()
+        except (ConnectionError, OSError) as exc:
+            log.warning("bridge: %s", exc)
+            api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
+            return classify(api, TRANSPORT_ERROR)
+        return send_request(client, request)
+
+    def _bridge_group_client(self) -> GroupClient:
+        """The bridge's own client, made once (on the bridge's thread: it connects, blocking)."""
         if self._bridge_client is None:
+            self._bridge_client = GroupClient(
+                self.connection,
+                client_id=f"vigil-sidecar-{self.settings.pod_name}",
+                max_attempts=BRIDGE_CLIENT_ATTEMPTS,
+                request_timeout=self.settings.bridge_heartbeat_interval,
+            )
+        return self._bridge_client
+
+    def _warm_bridge(self, now: float) -> None:
+        """While the app is healthy (bridging on, no bridge running), keep the bridge's client made and its connection
+        to the group's coordinator open, so a bridge's first heartbeat does not wait for a TLS/SASL handshake: at the
+        first watched beacon, then once per `BRIDGE_WARM_SECONDS` (one DescribeGroups; idle connections are closed by
+        kafka-python after 9 minutes, by the broker after 10)."""
+        if not self.settings.bridge_enabled or self._bridge is not None:
+            return
+        if self._bridge_warmed_at is not None and now - self._bridge_warmed_at < BRIDGE_WARM_SECONDS:
+            return
+        self._bridge_warmed_at = now
+
+        def warm() -> None:
             try:
-                self._bridge_client = GroupClient(
-                    self.connection,
-                    client_id=f"vigil-sidecar-{self.settings.pod_name}",
-                    max_attempts=BRIDGE_CLIENT_ATTEMPTS,
-                    request_timeout=self.settings.bridge_heartbeat_interval,
-                )
-            except (ConnectionError, OSError) as exc:
-                log.warning("bridge: %s", exc)
-                api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
-                return classify(api, TRANSPORT_ERROR)
-        return send_request(self._bridge_client, request)
+                self._bridge_group_client().connect(self.settings.group_id)
+                self.metrics.requests.labels(Api.DESCRIBE_GROUP.value, "NONE").inc()
+                self._said.pop("bridge-warm", None)
+                self.bridge_ready = True
+            except (GroupClientError, ConnectionError, OSError) as exc:
+                self.bridge_ready = False
+                self._say_once("bridge-warm", f"bridge: could not connect ahead of need: {exc}")
+
+        asyncio.get_running_loop().run_in_executor(self._bridge_worker, warm)
 
     def _bridge_observes(self, observation: Observation) -> None:
         """A view the watchdog took anyway may show the app back (a new member under the instance id) or the member
@@ -804,6 +841,7 @@ class Sidecar:
             else f"unavailable ({self._budget_problem.cause}): alert only",
             "app": {"helper_connections": sum(self._holds.values()), "ends": len(self._app_ends)},
             "bridge_enabled": self.settings.bridge_enabled,
+            "bridge_ready": self.bridge_ready,
             "bridge": self._bridge_status(now),
         }
 

@@ -448,3 +448,37 @@ def test_a_stale_generation_stops_the_bridge_and_the_session_decides(
         for m in others:
             m.close()
         sidecar.stop()
+
+
+@pytest.mark.kafka_secure
+def test_over_sasl_and_tls_a_bridges_first_heartbeat_waits_for_no_handshake(
+    kafka_sasl_tls: KafkaCluster, tmp_path: Path
+) -> None:
+    """Issue #23 point 11. SASL/SCRAM over TLS, session 6 s: the bridge's client is made and its connection to the
+    coordinator opened while the app is healthy (at its first beacon, refreshed every few minutes), so after the
+    app's kill the first bridged heartbeat is answered at once. Before, the client was made at the first heartbeat:
+    the TLS and SASL handshakes (bootstrap, then the coordinator) came first, out of the member's session."""
+    conn = kafka_sasl_tls.connection()
+    topic = clients.create_topic(conn, clients.unique("bridge-tls"), partitions=2)
+    group = clients.unique("g-bridge-tls")
+    sidecar = _bridging_sidecar(kafka_sasl_tls, group, "pod-tls", tmp_path, instance_id="tls-app", session=SESSION)
+    app = static_app.start(conn, group, topic, "tls-app", tmp_path, beacon_addr=sidecar.beacon_addr)
+    answered = 'vigil_sidecar_broker_requests_total{api="Heartbeat",outcome="NONE"}'
+    try:
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 1, timeout=60, what="the app Stable")
+        wait_for(sidecar.status, lambda s: (s.get("member") or {}).get("generation", -1) >= 0
+                 and s["app"]["helper_connections"] == 1, timeout=30,
+                 what="the sidecar holding the app's connection and its generation")  # fmt: skip
+        wait_for(lambda: sidecar.status().get("bridge_ready"), timeout=30,
+                 what="the bridge's connection to the coordinator opened ahead of need")  # fmt: skip
+        app.kill()
+        killed_at = time.monotonic()
+        wait_for(lambda: sidecar.metric(answered), lambda n: n >= 1, timeout=SESSION, interval=0.02,
+                 what="the first bridged heartbeat answered")  # fmt: skip
+        took = time.monotonic() - killed_at
+        print(f"SASL/SCRAM over TLS: the first bridged heartbeat answered {took:.3f}s after the kill")
+        assert took <= 1.0, took
+        assert sidecar.status()["bridge"]["state"] == "running"
+    finally:
+        app.stop(grace=5)
+        sidecar.stop()

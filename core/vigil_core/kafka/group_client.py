@@ -109,6 +109,11 @@ class GroupClient:
             self._sleep(retry.backoff(attempt))
         raise GroupClientError(outcome, f"FindCoordinator for group {group_id!r}")
 
+    def connect(self, group_id: str) -> None:
+        """Open this client's connection to the group's coordinator ahead of need (one DescribeGroups through it): a
+        later request to the coordinator — a bridge's heartbeat — then waits for no TLS/SASL handshake."""
+        self._wire.subscriptions(self.coordinator(group_id), group_id)
+
     def forget_coordinator(self, group_id: str) -> None:
         self._coordinators.pop(group_id, None)
 

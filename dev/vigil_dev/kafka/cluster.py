@@ -75,7 +75,7 @@ class KafkaCluster:
 
     @property
     def tls_files(self) -> TlsFiles | None:
-        return tls.write_tls_files(self.home / "tls") if self.security is Security.SSL else None
+        return tls.write_tls_files(self.home / "tls") if self.security.tls else None
 
     def connection(self, user: str = ADMIN_USER) -> KafkaConnection:
         """How a client reaches this cluster (SASL as `user`: `admin` is a super user, `app` has no ACLs)."""
@@ -88,6 +88,17 @@ class KafkaCluster:
                 sasl_mechanism=Mechanism(SCRAM_MECHANISM),
                 sasl_username=user,
                 sasl_password_file=self.home / "secrets" / user,
+            )
+        if self.security is Security.SASL_SCRAM_TLS:
+            ca = self.tls_files
+            assert ca is not None
+            return KafkaConnection(
+                bootstrap_servers=self.bootstrap,
+                security_protocol=Protocol.SASL_SSL,
+                sasl_mechanism=Mechanism(SCRAM_MECHANISM),
+                sasl_username=user,
+                sasl_password_file=self.home / "secrets" / user,
+                ssl_ca_file=ca.ca,
             )
         files = self.tls_files
         assert files is not None
@@ -142,7 +153,7 @@ class KafkaCluster:
         args = ["format", "-t", self.cluster_id, "-c", str(props), "--ignore-formatted"]
         if len(self.nodes) == 1:
             args.append("--standalone")
-        if self.security is Security.SASL_SCRAM:
+        if self.security.sasl:
             args += scram_format_args(self.passwords)
         result = subprocess.run(
             self._java(node.node_id, "kafka.tools.StorageTool", *args),
@@ -243,9 +254,7 @@ def create(
         cluster_id=_cluster_id(),
         security=security,
         nodes=nodes,
-        passwords={ADMIN_USER: secrets.token_hex(12), APP_USER: secrets.token_hex(12)}
-        if security is Security.SASL_SCRAM
-        else {},
+        passwords={ADMIN_USER: secrets.token_hex(12), APP_USER: secrets.token_hex(12)} if security.sasl else {},
     )
     _write_layout(cluster)
     progress(f"kafka: starting {brokers} node(s) of Kafka {dist.version} ({security.value}) ...")
