@@ -81,24 +81,15 @@ class KafkaCluster:
         """How a client reaches this cluster (SASL as `user`: `admin` is a super user, `app` has no ACLs)."""
         if self.security is Security.PLAINTEXT:
             return KafkaConnection(bootstrap_servers=self.bootstrap)
-        if self.security is Security.SASL_SCRAM:
+        if self.security.sasl:
+            files = self.tls_files  # SCRAM over TLS: the broker's CA
             return KafkaConnection(
                 bootstrap_servers=self.bootstrap,
-                security_protocol=Protocol.SASL_PLAINTEXT,
+                security_protocol=Protocol.SASL_SSL if files else Protocol.SASL_PLAINTEXT,
                 sasl_mechanism=Mechanism(SCRAM_MECHANISM),
                 sasl_username=user,
                 sasl_password_file=self.home / "secrets" / user,
-            )
-        if self.security is Security.SASL_SCRAM_TLS:
-            ca = self.tls_files
-            assert ca is not None
-            return KafkaConnection(
-                bootstrap_servers=self.bootstrap,
-                security_protocol=Protocol.SASL_SSL,
-                sasl_mechanism=Mechanism(SCRAM_MECHANISM),
-                sasl_username=user,
-                sasl_password_file=self.home / "secrets" / user,
-                ssl_ca_file=ca.ca,
+                ssl_ca_file=files.ca if files else None,
             )
         files = self.tls_files
         assert files is not None
