@@ -115,7 +115,7 @@ class EvictionRefusedPayload(_Model):
     action: str
     cause: str
     """Why not: "budget", "cooldown", "systemic-stall", "not-stable", "identity", "fenced", "no-permission",
-    "poison-suspected" (v3)."""
+    "poison-suspected" (v3), "app-polled" (the app polled again before the LeaveGroup went out)."""
     message: str
     """One sentence for a human."""
 
@@ -159,8 +159,9 @@ class BridgeStartedPayload(_Model):
 class BridgeEndedPayload(_Model):
     member: MemberRef
     outcome: str
-    """"rejoined", "deadline", "member-gone", "removed", "crash-loop", "error", or "stopped" (the sidecar itself
-    was stopped: the pod is going away)."""
+    """"rejoined", "deadline", "member-gone", "removed", "crash-loop", "error", "stale-generation" (the generation
+    moved on without the member: heartbeats stopped, the session decides), or "stopped" (the sidecar itself was
+    stopped: the pod is going away)."""
     heartbeats_sent: Annotated[int, Field(ge=0)]
     bridged_ms: Annotated[int, Field(ge=0)]
     kafka_error: str | None = None

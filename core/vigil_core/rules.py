@@ -7,14 +7,17 @@ or the sidecar's env) and the broker's limits (from describe configs, or Kafka's
 Sources: Kafka's `GroupCoordinatorConfig` defaults (classic `group.min/max.session.timeout.ms` 6000/1800000;
 KIP-848 `group.consumer.{min,max}.session.timeout.ms` 45000/60000, heartbeat 5000/15000, effective values
 `group.consumer.session.timeout.ms` 45000 and `group.consumer.heartbeat.interval.ms` 5000, overridable per group
-by `consumer.session.timeout.ms` / `consumer.heartbeat.interval.ms`); the Java client's `Heartbeat` ("Heartbeat
-must be set lower than the session timeout"); librdkafka (2.16: "`max.poll.interval.ms`must be >=
-`session.timeout.ms`", and "`session.timeout.ms` is not supported for `group.protocol=consumer` ... It is
-defined broker side"); the seeds' advice that the heartbeat interval stay below a third of the session timeout.
+by `consumer.session.timeout.ms` / `consumer.heartbeat.interval.ms`: the caller reads both from the cluster,
+`GroupClient.broker_limits` and `BrokerLimits.for_group`); the Java client's `Heartbeat` ("Heartbeat must be set
+lower than the session timeout") and `ConsumerConfig` (session.timeout.ms and heartbeat.interval.ms refused with
+group.protocol=consumer); librdkafka (2.16, rdkafka_conf.c: "`max.poll.interval.ms`must be >=
+`session.timeout.ms`" — librdkafka's rule only, the Java client accepts it — and "`session.timeout.ms` is not
+supported for `group.protocol=consumer` ... It is defined broker side"); the seeds' advice that the heartbeat
+interval stay below a third of the session timeout.
 """
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
@@ -67,6 +70,36 @@ class BrokerLimits:
     consumer_heartbeat_ms: int = 5000
     """The KIP-848 heartbeat interval in effect: group config consumer.heartbeat.interval.ms, else the broker's
     group.consumer.heartbeat.interval.ms."""
+
+    def for_group(self, session_ms: int, heartbeat_ms: int) -> "BrokerLimits":
+        """These limits with one KIP-848 group's own timings in effect (its group configs, which default to the
+        broker's)."""
+        return replace(self, consumer_session_ms=session_ms, consumer_heartbeat_ms=heartbeat_ms)
+
+
+@dataclass(frozen=True)
+class SessionRaise:
+    """A KIP-848 group's session timeout raised to outlast a restart, as the broker lets it be."""
+
+    session_ms: int
+    note: str | None
+    """Why it is not what was asked (capped at the broker's maximum, raised to its minimum), else None."""
+
+
+def session_raise(wanted_ms: int, limits: BrokerLimits) -> SessionRaise:
+    """The group session timeout to set for a restart taking up to `wanted_ms`: within the broker's
+    group.consumer.min/max.session.timeout.ms (the broker refuses anything else with INVALID_CONFIG), saying so
+    when that changes it — a restart longer than a capped session still loses the member."""
+    low, high = limits.consumer_min_session_ms, limits.consumer_max_session_ms
+    if wanted_ms > high:
+        note = (
+            f"capped at the broker's group.consumer.max.session.timeout.ms ({high} ms), below the {wanted_ms} ms"
+            " asked for: a restart taking longer loses the member"
+        )
+        return SessionRaise(high, note)
+    if wanted_ms < low:
+        return SessionRaise(low, f"raised to the broker's group.consumer.min.session.timeout.ms ({low} ms)")
+    return SessionRaise(wanted_ms, None)
 
 
 @dataclass(frozen=True)
@@ -241,14 +274,15 @@ def session_within_broker_limits(client: ClientTimings, broker: BrokerLimits, ef
 
 
 def max_poll_not_below_session(client: ClientTimings, broker: BrokerLimits, eff: _Effective) -> Finding | None:
-    """librdkafka refuses max.poll.interval.ms < session.timeout.ms (easy to hit by raising only the session)."""
+    """librdkafka refuses max.poll.interval.ms < session.timeout.ms (easy to hit by raising only the session); the
+    Java client has no such rule, so the config is valid there: a warning, never a refusal."""
     if eff.max_poll_ms >= eff.session_ms:
         return None
     return Finding(
-        Severity.ERROR,
+        Severity.WARNING,
         MAX_POLL,
         f"{eff.show(MAX_POLL, eff.max_poll_ms)} is below {eff.show(SESSION, eff.session_ms)}: librdkafka refuses to"
-        " create the consumer.",
+        " create the consumer (the Java client accepts it).",
     )
 
 
@@ -258,29 +292,30 @@ def max_poll_not_below_session(client: ClientTimings, broker: BrokerLimits, eff:
 def no_client_session_with_consumer_protocol(
     client: ClientTimings, broker: BrokerLimits, eff: _Effective
 ) -> Finding | None:
-    """With group.protocol=consumer the session timeout lives on the broker or the group; librdkafka refuses it."""
+    """With group.protocol=consumer the session timeout lives on the broker or the group; both clients refuse it."""
     if client.session_timeout_ms is None:
         return None
     return Finding(
         Severity.ERROR,
         SESSION,
         f"{SESSION} is set ({client.session_timeout_ms} ms) but group.protocol=consumer takes it from the group config"
-        " consumer.session.timeout.ms or the broker's group.consumer.session.timeout.ms: librdkafka refuses to start.",
+        " consumer.session.timeout.ms or the broker's group.consumer.session.timeout.ms: the client (librdkafka,"
+        " kafka-clients) refuses to start.",
     )
 
 
 def no_client_heartbeat_with_consumer_protocol(
     client: ClientTimings, broker: BrokerLimits, eff: _Effective
 ) -> Finding | None:
-    """With group.protocol=consumer the coordinator dictates the heartbeat interval; librdkafka refuses it."""
+    """With group.protocol=consumer the coordinator dictates the heartbeat interval; both clients refuse it."""
     if client.heartbeat_interval_ms is None:
         return None
     return Finding(
         Severity.ERROR,
         HEARTBEAT,
         f"{HEARTBEAT} is set ({client.heartbeat_interval_ms} ms) but group.protocol=consumer takes it from the group"
-        " config consumer.heartbeat.interval.ms or the broker's group.consumer.heartbeat.interval.ms: librdkafka"
-        " refuses to start.",
+        " config consumer.heartbeat.interval.ms or the broker's group.consumer.heartbeat.interval.ms: the client"
+        " (librdkafka, kafka-clients) refuses to start.",
     )
 
 

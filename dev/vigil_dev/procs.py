@@ -64,6 +64,18 @@ class Managed:
         self.pid_file.unlink(missing_ok=True)
         return True
 
+    def freeze(self) -> None:
+        """SIGSTOP the process group: alive, sockets open, answering nothing (a GC pause, a hung host)."""
+        pid = self.pid()
+        if pid is not None:
+            _signal_group(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT after `freeze`."""
+        pid = self.pid()
+        if pid is not None:
+            _signal_group(pid, signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL at once: for tests that simulate a crash."""
         pid = self.pid()

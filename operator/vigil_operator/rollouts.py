@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from vigil_core import rules
 from vigil_core.kafka.group_client import GroupClient
 from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
@@ -78,6 +79,7 @@ class Rollouts:
             heartbeat_interval=heartbeat / 1000 if heartbeat else CLIENT_DEFAULT_HEARTBEAT_SECONDS,
             max_bridge_seconds=spec.restart.max_restart_seconds,
             on_foreign_rebalance=spec.liveness.bridge.on_foreign_rebalance.value,
+            session_timeout=(spec.client.session_timeout_ms or rules.CLIENT_DEFAULTS[rules.SESSION]) / 1000,
         )
         started = bridge.start(spec.group_id, member, proof="pod-deleted", earlier_ends=(), now=now, config=config)
         if isinstance(started, bridge.Refused):

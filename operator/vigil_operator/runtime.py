@@ -498,7 +498,10 @@ class Runtime:
             message = f"{step.pod}: no member holds its instance id {step.instance_id}: nothing to keep"
             post(Notice("Warning", "RolloutPaused", message))
             return state.model_copy(update={"phase": RolloutPhase.PAUSED, "message": message})
-        raised = min(round(spec.restart.max_restart_seconds * 1000), facts.limits.consumer_max_session_ms)
+        raise_ = rules.session_raise(round(spec.restart.max_restart_seconds * 1000), facts.limits)
+        raised = raise_.session_ms
+        if raise_.note is not None:
+            post(Notice("Warning", "SessionRaiseCapped", f"{step.pod}: the group's session timeout {raise_.note}"))
         try:
             if state.session_restore is None:
                 timings = await self.brokers.group_timings(connection, spec.group_id)

@@ -34,7 +34,8 @@ class ForeignRebalance(StrEnum):
     REMOVE = "remove"
     """Compare-and-remove the absent member at once, so the rebalance completes now (no second one later)."""
     HOLD = "hold"
-    """Keep heartbeating until the app's expected return (at most the deadline), then remove."""
+    """Keep heartbeating until the app's expected return (at most the deadline, and at most one session timeout
+    after the rebalance began: the group waits meanwhile), then remove."""
 
 
 #: The client's `heartbeat.interval.ms` default (librdkafka and Java: 3 s): the bridge's pace when unset.
@@ -195,6 +196,7 @@ class SidecarSettings(BaseModel):
             max_bridge_seconds=self.max_bridge_seconds,
             on_foreign_rebalance=self.on_foreign_rebalance.value,
             expected_return_seconds=self.expected_return_seconds,
+            session_timeout=self.session_timeout_seconds,
         )
 
     def timings(self) -> rules.ClientTimings:
@@ -211,8 +213,9 @@ class SidecarSettings(BaseModel):
         )
 
 
-#: Broker bounds that accept anything: at start only the client's own consistency is checked (start never
-#: waits for Kafka); the broker's real limits are checked once it answers.
+#: Broker bounds and KIP-848 group timings that accept anything: at start only the client's own consistency is
+#: checked (start never waits for Kafka); the broker's limits and, KIP-848, the group's own timings are read and
+#: checked once the group's coordinator has answered (`Sidecar._check_timings`).
 NO_BROKER_LIMITS = rules.BrokerLimits(
     min_session_ms=1,
     max_session_ms=2**31 - 1,
@@ -221,6 +224,8 @@ NO_BROKER_LIMITS = rules.BrokerLimits(
     consumer_min_heartbeat_ms=1,
     consumer_max_heartbeat_ms=2**31 - 1,
     from_defaults=False,
+    consumer_session_ms=2**31 - 1,
+    consumer_heartbeat_ms=1,
 )
 
 

@@ -40,7 +40,10 @@ class Metrics:
             "vigil_sidecar_bridges_started", "Heartbeat bridges started, by proof", ["proof"], registry=self.registry
         )
         self.bridges_refused = Counter(
-            "vigil_sidecar_bridges_refused", "App ends not bridged, by cause", ["cause"], registry=self.registry
+            "vigil_sidecar_bridges_refused",
+            "App ends not bridged (KIP-848: not released), by cause",
+            ["cause"],
+            registry=self.registry,
         )
         self.bridges_ended = Counter(
             "vigil_sidecar_bridges_ended", "Heartbeat bridges ended, by outcome", ["outcome"], registry=self.registry

@@ -17,17 +17,17 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from vigil_core import events, identity
+from vigil_core import events, identity, rules
 from vigil_core.kafka.event_sink import EventSink
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
 from vigil_core.kafka.model import GroupView
-from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, Reaction, classify
+from vigil_core.kafka.outcomes import APP_POLLED, TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_sidecar.bridge import engine as bridge
 from vigil_sidecar.bridge_runner import BridgeRequest, BridgeRunner, send_request
 from vigil_sidecar.budget import ledger
 from vigil_sidecar.budget.lease_api import BudgetPolicy, BudgetUnavailable, LeaseApi, publish, request_permit
-from vigil_sidecar.config import BudgetMode, SidecarSettings, Signal
+from vigil_sidecar.config import NO_BROKER_LIMITS, BudgetMode, SidecarSettings, Signal
 from vigil_sidecar.metrics import Metrics
 from vigil_sidecar.signals import stats as stats_signal
 from vigil_sidecar.signals.progress import ProgressSampler
@@ -56,11 +56,24 @@ log = logging.getLogger("vigil.sidecar")
 #: The bridge's GroupClient retries this few times itself (a moved coordinator is found again once): the engine
 #: sets the pace, one heartbeat per interval, and a client retrying for longer would delay the next one.
 BRIDGE_CLIENT_ATTEMPTS = 2
+#: How often the bridge's connection to the coordinator is refreshed while the app is healthy: below kafka-python's
+#: idle close (9 minutes) and the broker's (`connections.max.idle.ms`, 10 minutes).
+BRIDGE_WARM_SECONDS = 240.0
 #: App ends further back than this are forgotten (the engine's crash window is at most this).
 APP_ENDS_KEPT_SECONDS = 3600.0
+#: The members of this many app processes are remembered (a restarted process has a new token; an ended one's is
+#: dropped at its end): more than any pod runs at once.
+REPORTED_PROCESSES_KEPT = 16
 
 
 class Sidecar:
+    _timings_checked: bool = False
+    """The app's timings were checked against the cluster's (once, at the coordinator's first answer)."""
+    _bridge_warmed_at: float | None = None
+    """When the bridge's connection was last opened or refreshed ahead of need (monotonic)."""
+    bridge_ready = False
+    """The bridge's client is connected to the group's coordinator ahead of need (its last refresh succeeded)."""
+
     def __init__(self, settings: SidecarSettings, connection: KafkaConnection, metrics: Metrics) -> None:
         self.settings = settings
         self.connection = connection
@@ -101,6 +114,9 @@ class Sidecar:
         """The app's last beacon as received (the watchdog may not have taken it in yet): the member to bridge."""
         self._holds: dict[object, int] = {}
         """Open helper connections per app process (by the token or pid it reported)."""
+        self._reported: dict[str | None, bridge.Member] = {}
+        """The member each app process last reported, by its token (None: beacons that named no process): the
+        proof of one process's end binds to the member that process reported."""
         self._app_ends: list[float] = []
         """When the app ended (monotonic), oldest first: the engine's crash-loop input."""
         self._bridge: BridgeRunner | None = None
@@ -112,6 +128,13 @@ class Sidecar:
     # -- inputs ------------------------------------------------------------------------------------------------
     def beacon(self, beacon: Beacon, transport: str) -> None:
         self.metrics.beacons.labels(transport).inc()
+        self._reported[beacon.process] = bridge.Member(beacon.member_id, beacon.generation, beacon.instance_id)
+        while len(self._reported) > REPORTED_PROCESSES_KEPT:
+            del self._reported[next(iter(self._reported))]  # the oldest process first (dicts keep insertion order)
+        if not watchdog.watches(self.state.config, beacon.instance_id):
+            self._say_once("beacon", f"beacons of instance {beacon.instance_id!r} are not watched: this sidecar"
+                           f" watches {self.settings.instance_id!r} (another consumer process in the pod)")  # fmt: skip
+            return
         now = time.monotonic()
         if self._stall_reported is not None:  # the app polls again: tell the operator the stall is over
             stalled = now - self.last_beacon_at if self.last_beacon_at is not None else 0.0
@@ -119,6 +142,7 @@ class Sidecar:
             self._stall_reported = None
         self.last_beacon_at = now
         self.last_beacon = beacon
+        self._warm_bridge(now)
         if self.app_probe_failing:  # the app polls again: the restart it needed has happened
             self.app_probe_failing = False
             self.metrics.app_probe_failing.set(0)
@@ -138,6 +162,10 @@ class Sidecar:
             if self.last_beacon_at is not None:
                 self.metrics.poll_age.set(now - self.last_beacon_at)
             self._bridge_observes(observation)
+            if not self._timings_checked and isinstance(observation, DescribeResult):  # noqa: SIM102 - one per line
+                if isinstance(observation.result, GroupView):
+                    self._timings_checked = True
+                    asyncio.get_running_loop().run_in_executor(self._worker, self._check_timings)
             self.state, actions = watchdog.decide(self._silence_bridged(), observation, now)
             self._wake_at = None
             for action in actions:
@@ -198,21 +226,29 @@ class Sidecar:
             self._holds.pop(process, None)
         self.metrics.app_holds.set(sum(self._holds.values()))
         if left <= 0 and not self.stopping:
-            self._app_ended(time.monotonic())
+            self._app_ended(time.monotonic(), process if isinstance(process, str) else None)
 
-    def _app_ended(self, now: float) -> None:
+    def _app_ended(self, now: float, process: str | None) -> None:
+        member = bridge.ended_member(process, self._reported, others_open=len(self._holds))
+        if process is not None:
+            self._reported.pop(process, None)  # that process is gone: a token is never reused
+        if member is not None and not watchdog.watches(self.state.config, member.instance_id):
+            log.info("another consumer process in the pod ended (member %r, instance %r)", member.member_id,
+                     member.instance_id)  # fmt: skip
+            return  # not this sidecar's member: no end of its app, nothing to bridge
         self.metrics.app_ends.inc()
         earlier = tuple(self._app_ends)
         self._app_ends = [t for t in self._app_ends if now - t < APP_ENDS_KEPT_SECONDS] + [now]
-        beacon = self.last_beacon
-        who = "no member reported" if beacon is None else f"last member {beacon.member_id!r}"
+        who = "no member reported" if member is None else f"its member {member.member_id!r}"
         log.info("the app ended: its helper connection closed (%s)", who)
         if self._bridge is not None:
             self._bridge.observe(bridge.AppEnded())  # a new end while bridged (crash loop?)
             return
+        if self.settings.group_protocol is rules.GroupProtocol.CONSUMER and self.settings.instance_id:
+            self._release(member, earlier, now)
+            return
         if not self.settings.bridge_enabled:
             return
-        member = None if beacon is None else bridge.Member(beacon.member_id, beacon.generation, beacon.instance_id)
         started = bridge.start(
             self.settings.group_id,
             member,
@@ -220,6 +256,7 @@ class Sidecar:
             earlier_ends=earlier,
             now=now,
             config=self.settings.bridge(),
+            instance_id=self.settings.instance_id,
         )
         if isinstance(started, bridge.Refused):
             self.metrics.bridges_refused.labels(started.cause).inc()
@@ -229,6 +266,40 @@ class Sidecar:
             return
         self._said.pop("bridge", None)
         self._start_bridge(started, now)
+
+    def _release(self, member: bridge.Member | None, earlier: tuple[float, ...], now: float) -> None:
+        """A KIP-848 static member's app ended (proof): release its instance id so the restarted app takes the member
+        over at once (`bridge.release`); on the Kafka worker, answered in a log line, a metric and /v1/status."""
+        decided = bridge.release(
+            self.settings.group_id, member, proof="helper-connection-closed", earlier_ends=earlier, now=now,
+            config=self.settings.bridge(), instance_id=self.settings.instance_id,
+        )  # fmt: skip
+        if isinstance(decided, bridge.Refused):
+            self.metrics.bridges_refused.labels(decided.cause).inc()
+            self._say_once("bridge", decided.message)
+            return
+        self._said.pop("bridge", None)
+
+        def send() -> Outcome:
+            try:
+                return self.client().release_static_member(decided.group_id, decided.member_id, decided.instance_id)
+            except GroupClientError as exc:
+                return exc.outcome
+            except (ConnectionError, OSError):
+                return classify(Api.CONSUMER_GROUP_HEARTBEAT, TRANSPORT_ERROR)
+
+        def answered(future: "asyncio.Future[Outcome]") -> None:
+            outcome = future.result()
+            self.metrics.requests.labels(Api.CONSUMER_GROUP_HEARTBEAT.value, outcome.name).inc()
+            self.metrics.actions.labels("release", outcome.name).inc()
+            reason = f"the app of static member {decided.member_id} ended: its instance id released for its restart"
+            self.last_action = {"action": "release", "reason": reason, "outcome": outcome.name,
+                                "at": _utc_now().isoformat()}  # fmt: skip
+            log.warning("released instance id %s of member %s (its app ended): %s", decided.instance_id,
+                        decided.member_id, outcome)  # fmt: skip
+
+        future = asyncio.get_running_loop().run_in_executor(self._worker, send)
+        future.add_done_callback(answered)
 
     def _start_bridge(self, state: bridge.BridgeState, now: float) -> None:
         self.metrics.bridges_started.labels(state.proof).inc()
@@ -329,20 +400,48 @@ class Sidecar:
         return outcome
 
     def _bridge_request(self, request: BridgeRequest) -> Outcome:
-        """On the bridge's thread: its own client (made at first use: it connects, blocking), one request."""
+        """On the bridge's thread: its own client (connected while the app was healthy, else now), one request."""
+        try:
+            client = self._bridge_group_client()
+        except (ConnectionError, OSError) as exc:
+            log.warning("bridge: %s", exc)
+            api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
+            return classify(api, TRANSPORT_ERROR)
+        return send_request(client, request)
+
+    def _bridge_group_client(self) -> GroupClient:
+        """The bridge's own client, made once (on the bridge's thread: it connects, blocking)."""
         if self._bridge_client is None:
+            self._bridge_client = GroupClient(
+                self.connection,
+                client_id=f"vigil-sidecar-{self.settings.pod_name}",
+                max_attempts=BRIDGE_CLIENT_ATTEMPTS,
+                request_timeout=self.settings.bridge_heartbeat_interval,
+            )
+        return self._bridge_client
+
+    def _warm_bridge(self, now: float) -> None:
+        """While the app is healthy (bridging on, no bridge running), keep the bridge's client made and its connection
+        to the group's coordinator open, so a bridge's first heartbeat does not wait for a TLS/SASL handshake: at the
+        first watched beacon, then once per `BRIDGE_WARM_SECONDS` (one DescribeGroups; idle connections are closed by
+        kafka-python after 9 minutes, by the broker after 10)."""
+        if not self.settings.bridge_enabled or self._bridge is not None:
+            return
+        if self._bridge_warmed_at is not None and now - self._bridge_warmed_at < BRIDGE_WARM_SECONDS:
+            return
+        self._bridge_warmed_at = now
+
+        def warm() -> None:
             try:
-                self._bridge_client = GroupClient(
-                    self.connection,
-                    client_id=f"vigil-sidecar-{self.settings.pod_name}",
-                    max_attempts=BRIDGE_CLIENT_ATTEMPTS,
-                    request_timeout=self.settings.bridge_heartbeat_interval,
-                )
-            except (ConnectionError, OSError) as exc:
-                log.warning("bridge: %s", exc)
-                api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
-                return classify(api, TRANSPORT_ERROR)
-        return send_request(self._bridge_client, request)
+                self._bridge_group_client().connect(self.settings.group_id)
+                self.metrics.requests.labels(Api.DESCRIBE_GROUP.value, "NONE").inc()
+                self._said.pop("bridge-warm", None)
+                self.bridge_ready = True
+            except (GroupClientError, ConnectionError, OSError) as exc:
+                self.bridge_ready = False
+                self._say_once("bridge-warm", f"bridge: could not connect ahead of need: {exc}")
+
+        asyncio.get_running_loop().run_in_executor(self._bridge_worker, warm)
 
     def _bridge_observes(self, observation: Observation) -> None:
         """A view the watchdog took anyway may show the app back (a new member under the instance id) or the member
@@ -621,6 +720,24 @@ class Sidecar:
             self._client = GroupClient(self.connection, client_id=f"vigil-sidecar-{self.settings.pod_name}")
         return self._client
 
+    def _check_timings(self) -> None:
+        """On the worker, once: the timing rules against the broker's limits and, KIP-848, the group's own session and
+        heartbeat (its group configs, which default to the broker's) — what start could not know. Each finding is
+        one log line; none stops the sidecar. Unreadable (no DESCRIBE_CONFIGS) → Kafka's defaults, said so."""
+        try:
+            limits = self.client().broker_limits()
+            if self.settings.group_protocol is rules.GroupProtocol.CONSUMER:
+                timings = self.client().group_timings(self.settings.group_id)
+                limits = limits.for_group(timings.session_ms, timings.heartbeat_ms)
+        except (GroupClientError, ConnectionError, OSError) as exc:
+            log.warning("the cluster's group timings could not be read (%s): checked at start only", exc)
+            return
+        said = set(rules.check_timings(self.settings.timings(), NO_BROKER_LIMITS))  # logged at start
+        for finding in rules.check_timings(self.settings.timings(), limits):
+            if finding not in said:
+                log.warning("config %s (%s, from the cluster): %s", finding.severity.value, finding.setting,
+                            finding.message)  # fmt: skip
+
     def _lookup(self) -> Observation:
         return CoordinatorResult(self.client().coordinator(self.settings.group_id))
 
@@ -632,8 +749,9 @@ class Sidecar:
         group_type = view.type if view is not None else None
         kwargs = {"group_type": group_type} if group_type is not None else {}
         outcome = self.client().remove_member(
-            self.settings.group_id, evict.member_id, evict.instance_id, evict.reason, **kwargs
-        )
+            self.settings.group_id, evict.member_id, evict.instance_id, evict.reason, **kwargs,
+            proceed=lambda: watchdog.eviction_due(evict, self.last_beacon_at),
+        )  # fmt: skip
         self.metrics.actions.labels("leave-group", outcome.name).inc()
         self.last_action = {
             "action": "leave-group",
@@ -652,10 +770,12 @@ class Sidecar:
                 },
             )
         elif outcome.reaction is Reaction.NOTHING_TO_DO:
+            cause = "app-polled" if outcome.code == APP_POLLED else "fenced"
+            log.info("eviction of member %s not done (%s): %s", evict.member_id, cause, outcome.message)
             self._emit(
                 events.EvictionRefused,
                 member=(evict.member_id, evict.instance_id),
-                payload={"action": "leave-group", "cause": "fenced", "message": outcome.message},
+                payload={"action": "leave-group", "cause": cause, "message": outcome.message},
             )
         return ActionResult(outcome)
 
@@ -721,6 +841,7 @@ class Sidecar:
             else f"unavailable ({self._budget_problem.cause}): alert only",
             "app": {"helper_connections": sum(self._holds.values()), "ends": len(self._app_ends)},
             "bridge_enabled": self.settings.bridge_enabled,
+            "bridge_ready": self.bridge_ready,
             "bridge": self._bridge_status(now),
         }
 

@@ -1,6 +1,7 @@
 """The group control-plane client against the real broker: describe, compare-and-remove, heartbeat, failover."""
 
 import re
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -12,10 +13,10 @@ from vigil_core.kafka import cgmd
 from vigil_core.kafka.event_sink import EventSink
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
 from vigil_core.kafka.model import GroupState, GroupType, GroupView, TopicPartitionRef
-from vigil_core.kafka.outcomes import Reaction
+from vigil_core.kafka.outcomes import Outcome, Reaction
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
-from vigil_dev.testing.broker_log import generations
+from vigil_dev.testing.broker_log import broker_lines, generations
 from vigil_dev.testing.waiting import bound, wait_for
 
 pytestmark = pytest.mark.integration
@@ -72,6 +73,35 @@ def test_describe_kip848_group(kafka: KafkaCluster, client: GroupClient) -> None
             TopicPartitionRef(topic, p) for p in range(3)
         ]
         assert {m.member_id for m in view.members} == {m.member_id for m in members}
+    finally:
+        for m in members:
+            m.close()
+
+
+def test_a_kip848_group_mid_rebalance_is_described_as_reconciling_not_unknown(
+    kafka: KafkaCluster, client: GroupClient
+) -> None:
+    """Issue #23 point 9. A KIP-848 group waiting for a member to let partitions go (it has rebalance callbacks and
+    does not poll, so librdkafka holds the revocation for its poll) is Reconciling. librdkafka's describe says
+    Unknown (it knows no KIP-848 state but Stable, Empty and Dead); vigil's describe asks ConsumerGroupDescribe and
+    says Reconciling — what /v1/status, the ConsumerGroup status and the watchdog then see."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("kip848-rb"), partitions=4)
+    group = clients.unique("g-848-rb")
+    kip848: clients.ClientConfig = {"group.protocol": "consumer", "max.poll.interval.ms": 60000}
+    holder = clients.Member(conn, group, [topic], "holder", extra=kip848, listener=True).start()
+    members = [holder]
+    try:
+        wait_for(lambda: len(holder.assigned), lambda n: n == 4, timeout=60, what="the holder owning all 4")
+        holder.paused_polling.set()
+        wait_for(holder.parked.is_set, timeout=5, what="the holder no longer polling")
+        members.append(clients.Member(conn, group, [topic], "joiner", extra=kip848).start())
+        view = wait_for(lambda: client.describe(group), lambda v: len(v.members) == 2, timeout=30,
+                        what="both members in the group")  # fmt: skip
+        assert view.state is GroupState.RECONCILING, view.state
+        assert view.rebalancing
+        librdkafka = clients.describe_group(conn, group)
+        assert str(librdkafka.state).split(".")[-1].upper() == "UNKNOWN"  # what vigil saw before the fix
     finally:
         for m in members:
             m.close()
@@ -269,6 +299,82 @@ def test_coordinator_failover_mid_operation_rediscovers(kafka3: KafkaCluster) ->
         kafka3.wait_healthy([old])
 
 
+def _view_or_none(client: GroupClient, group: str) -> GroupView | None:
+    try:
+        return client.describe(group)
+    except GroupClientError:
+        return None
+
+
+@pytest.mark.kafka3
+@pytest.mark.parametrize("checked", [True, False], ids=["liveness-checked", "unchecked-as-before-issue-23"])
+def test_a_retried_leave_group_never_removes_a_member_that_polls_again(kafka3: KafkaCluster, checked: bool) -> None:
+    """Issue #23 point 3. A stalled member's eviction is in flight when its coordinator freezes (SIGSTOP, killed
+    once the eviction returned: the LeaveGroup hangs for the request timeout, then the client finds the new
+    coordinator and retries). The app polls
+    again 5 s into the freeze. LeaveGroup carries no generation, so the retry removes whatever member has that id:
+    unchecked (the client as it was), the polling member is removed; with the liveness check asked before every
+    attempt (what the sidecar passes: no poll since the stall was decided), nothing is sent (APP_POLLED) and the
+    member stays. The sidecar's own client: 6 attempts, 10 s per request."""
+    conn = kafka3.connection()
+    topic = clients.create_topic(conn, clients.unique("retry"), partitions=3, replication=3)
+    group = clients.unique("g-retry")
+    # a session outlasting the failover (librdkafka also times a session out on its own, without a coordinator): the
+    # members keep their ids through the move, only a LeaveGroup removes one
+    members = clients.start_group(conn, group, [topic], size=2, extra={"session.timeout.ms": 120000})
+    victim = members[0]
+    client = GroupClient(conn)
+    old = client.describe(group).coordinator_id  # caches the coordinator, as the sidecar's describe does
+    victim.paused_polling.set()
+    wait_for(victim.parked.is_set, timeout=10, what="the victim no longer polling")
+    victim_id, silent_since = victim.member_id, victim.polls
+    assert victim_id is not None
+    result: dict[str, Outcome] = {}
+
+    def evict() -> None:
+        proceed = (lambda: victim.polls == silent_since) if checked else None
+        result["outcome"] = client.remove_member(group, victim_id, None, "vigil: no poll (test)", proceed=proceed)
+
+    frozen = kafka3.process(old)
+    try:
+        frozen.freeze()
+        frozen_at = time.monotonic()
+        sender = threading.Thread(target=evict, daemon=True)
+        sender.start()
+        wait_for(lambda: time.monotonic() - frozen_at, lambda t: t >= 5, timeout=6, interval=0.1,
+                 what="5 s into the freeze: the first LeaveGroup hangs")  # fmt: skip
+        assert sender.is_alive(), result
+        victim.paused_polling.clear()  # the app polls again
+        wait_for(lambda: victim.polls, lambda n: n > silent_since, timeout=10, what="the victim polling again")
+        sender.join(timeout=120)
+        outcome = result["outcome"]
+        frozen.kill()  # the first attempt sits in its socket: killed, never thawed, it is never processed
+        # the frozen node never answers again (it is killed below): only what the new coordinator did counts
+        left = broker_lines(kafka3, group, r"\[Group {g}\] Member (\S+) has left group through explicit `LeaveGroup`")
+        left = [(node, hit) for node, hit in left if node != old]
+        if checked:
+            assert outcome.name == "APP_POLLED", outcome
+            assert outcome.reaction is Reaction.NOTHING_TO_DO
+            view = wait_for(lambda: _view_or_none(client, group),
+                            lambda v: v is not None and v.state is GroupState.STABLE and len(v.members) == 2,
+                            timeout=90, what="the group Stable under the new coordinator")  # fmt: skip
+            assert view is not None
+            assert victim_id in [m.member_id for m in view.members]
+            assert view.coordinator_id != old
+            assert not [m for _, (m,) in left if m == victim_id], left
+        else:  # the hazard the check removes: the retry landed on the new coordinator and removed a polling member
+            assert outcome.reaction is Reaction.DONE, outcome
+            assert [m for _, (m,) in left if m == victim_id], left
+        assert victim.polls > silent_since
+    finally:
+        frozen.kill()
+        client.close()
+        for m in members:
+            m.close()
+        kafka3.start_node(old)
+        kafka3.wait_healthy([old])
+
+
 @pytest.mark.kafka_secure
 def test_scram_user_without_group_acls_gets_one_clear_line(kafka_secure: KafkaCluster) -> None:
     group = clients.unique("g-noacl")
@@ -324,6 +430,8 @@ def test_broker_limits_are_read_from_the_broker(client: GroupClient) -> None:
     assert not limits.from_defaults
     assert limits.min_session_ms == 1000  # the test broker's own setting, not Kafka's default of 6000
     assert limits.consumer_min_session_ms == 6000  # lowered for KIP-848 tests (default 45000)
+    # the KIP-848 timings in effect, the broker's (issue #23 point 8: they were assumed to be Kafka's 45 s / 5 s)
+    assert (limits.consumer_session_ms, limits.consumer_heartbeat_ms) == (10000, 1000)
 
 
 def test_remove_a_kip848_member_by_member_id(kafka: KafkaCluster, client: GroupClient) -> None:

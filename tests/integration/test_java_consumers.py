@@ -64,6 +64,7 @@ class Case:
     protocol: Protocol
     sidecar: RunningSidecar
     java: JavaConsumer
+    client_id: str = POD
 
     def broker_generation(self) -> int:
         """The group's latest generation (classic) or group epoch (KIP-848), from the broker's log."""
@@ -82,7 +83,7 @@ class Case:
     def java_in_group(self) -> list[str]:
         """Member ids the broker has for the Java app's client id."""
         return [m.member_id for m in clients.describe_group(self.kafka.connection(), self.group).members
-                if m.client_id == POD]  # fmt: skip
+                if m.client_id == self.client_id]  # fmt: skip
 
     def views(self) -> tuple[Any, ...]:
         """(the Java app's last reported member id, generation and partitions; the member id and generation the
@@ -106,12 +107,13 @@ def _java_agrees_with_broker(views: tuple[Any, ...]) -> bool:
 
 
 @pytest.fixture
-def started(kafka: KafkaCluster, artifacts_dir: Path) -> Iterator[Callable[[Protocol, bool], Case]]:
-    """A 3-partition topic; a sidecar for pod-a; the Java app as pod-a; a librdkafka member pod-b (never stalls).
-    The logs (the Java app's, the sidecar's) stay under test-artifacts/<run>/java/<group>/."""
+def started(kafka: KafkaCluster, artifacts_dir: Path) -> Iterator[Callable[..., Case]]:
+    """A 3-partition topic; a sidecar for pod-a; the Java app as pod-a (its client.id the pod name unless given); a
+    librdkafka member pod-b (never stalls). The logs (the Java app's, the sidecar's) stay under
+    test-artifacts/<run>/java/<group>/."""
     stop: list[Callable[[], None]] = []
 
-    def start(protocol: Protocol, listener: bool) -> Case:
+    def start(protocol: Protocol, listener: bool, client_id: str = POD) -> Case:
         conn = kafka.connection()
         topic = clients.create_topic(conn, clients.unique("java"), partitions=3)
         group = clients.unique(f"g-java-{protocol}")
@@ -126,14 +128,14 @@ def started(kafka: KafkaCluster, artifacts_dir: Path) -> Iterator[Callable[[Prot
         )  # fmt: skip
         stop.append(sidecar.stop)
         java = java_consumer.start(
-            kafka.libs, conn, group=group, topic=topic, client_id=POD, state_dir=state_dir, protocol=protocol,
+            kafka.libs, conn, group=group, topic=topic, client_id=client_id, state_dir=state_dir, protocol=protocol,
             listener=listener, beacon_addr=sidecar.beacon_addr,
         )  # fmt: skip
         stop.append(java.stop)
         extra: ClientConfig = {"group.protocol": "consumer"} if protocol == "consumer" else {}
         other = clients.Member(conn, group, [topic], "pod-b", extra=extra).start()
         stop.append(other.close)
-        return Case(kafka, group, protocol, sidecar, java)
+        return Case(kafka, group, protocol, sidecar, java, client_id)
 
     yield start
     for close in reversed(stop):
@@ -160,9 +162,7 @@ def _observe_for(seconds: float, check: Callable[[], None], what: str) -> None:
         pytest.param("consumer", True, id="kip848-listener"),
     ],
 )
-def test_a_java_consumer_after_an_eviction(
-    started: Callable[[Protocol, bool], Case], protocol: Protocol, listener: bool
-) -> None:
+def test_a_java_consumer_after_an_eviction(started: Callable[..., Case], protocol: Protocol, listener: bool) -> None:
     expected = EXPECTED[(protocol, listener)]
     case = started(protocol, listener)
     java, sidecar = case.java, case.sidecar
@@ -227,6 +227,29 @@ def test_a_java_consumer_after_an_eviction(
     # the app polls again: the sidecar proves the member again, even under the same member id (KIP-848)
     wait_for(case.views, _agreed, timeout=bound(2 * CHECK, slack=5),
              what="the sidecar's /v1/status showing the member and generation the Java app reports")  # fmt: skip
+
+
+def test_an_undone_kip848_eviction_is_seen_by_the_member_id_whatever_the_client_id(
+    started: Callable[..., Case],
+) -> None:
+    """Issue #23 point 6. The KIP-848 Java consumer without a listener, `client.id=orders` (not the pod's name, no
+    instance id): evicted, it rejoins from its background thread under the same member id (KIP-1082: the client
+    makes it once) without a poll. The sidecar knows it by the member id its app reported: the eviction is undone,
+    and it escalates to a restart. Before the fix it matched a rejoined member by instance id or client.id only, saw
+    nobody, and let the undone eviction stand."""
+    case = started("consumer", False, client_id="orders")
+    conn = case.kafka.connection()
+    wait_for(lambda: clients.stable_members(conn, case.group), lambda n: n == 2, timeout=60, what="2 members stable")
+    member_id = wait_for(case.views, _agreed, timeout=30, what="the sidecar proving the Java member")[0]
+    case.java.stall()
+    wait_for(lambda: case.left(member_id), lambda n: n == 1, timeout=bound(STALL + CHECK),
+             what="the broker logging vigil's LeaveGroup for the Java member")  # fmt: skip
+    wait_for(case.java_in_group, lambda ids: ids == [member_id], timeout=bound(CHECK, slack=5),
+             what="the Java member rejoining without a poll, under the same member id")  # fmt: skip
+    wait_for(lambda: case.sidecar.get("/v1/probe/app")[0], lambda code: code == 503, timeout=bound(2 * CHECK),
+             what="the sidecar failing /v1/probe/app (the undone eviction escalated to a restart)")  # fmt: skip
+    assert case.sidecar.metric('vigil_sidecar_actions_total{action="restart",outcome="NONE"}') == 1
+    assert f"member {member_id} rejoined without polling" in case.sidecar.status()["last_action"]["reason"]
 
 
 def _undone_then_restart_then_alert(case: Case, member_id: str) -> None:

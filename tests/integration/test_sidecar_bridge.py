@@ -20,8 +20,8 @@ from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients, static_app
-from vigil_dev.testing.broker_log import generations
-from vigil_dev.testing.sidecar import start_sidecar
+from vigil_dev.testing.broker_log import broker_lines, generations
+from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
 
 pytestmark = pytest.mark.integration
@@ -284,3 +284,201 @@ def test_sigterm_of_the_sidecar_ends_a_running_bridge_without_removing_the_membe
              what="the member expiring at its session timeout")  # fmt: skip
     server_log = kafka.server_log(1).read_text()
     assert not [line for line in server_log.splitlines() if str(old_member) in line and "vigil:" in line]
+
+
+def _bridging_sidecar(
+    kafka: KafkaCluster, group: str, pod: str, tmp: Path, *, instance_id: str, session: float
+) -> RunningSidecar:
+    """A sidecar bridging `instance_id` (heartbeat 1 s, at most 60 s), whose watchdog stays out of the way (stall
+    timeout 60 s)."""
+    return start_sidecar(
+        kafka.connection(), group, pod, tmp, instance_id=instance_id, bridge_enabled="true", budget="none",
+        session_timeout_seconds=session, heartbeat_interval_seconds=HEARTBEAT, stall_timeout_seconds=60,
+        check_interval_seconds=1, max_bridge_seconds=60, events_topic="",
+    )  # fmt: skip
+
+
+def test_two_consumer_processes_in_one_pod_the_end_of_one_never_bridges_the_other(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    """Issue #23 point 2: one pod, one sidecar (its instance id `p0-a`), two app processes with the helper: A (`p0-a`)
+    and B (`p0-b`). A stalls, so B is the last to beacon, then A is killed (-9). The proof (A's helper connection
+    closing) binds to A's process: A's member is bridged, B is never touched. Before the fix the bridge took whoever
+    beaconed last (B): A expired a session later, B's bridged heartbeat met that rebalance and the bridge removed
+    the healthy B."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("bridge-two"), partitions=4)
+    group = clients.unique("g-bridge-two")
+    sidecar = _bridging_sidecar(kafka, group, "pod-p0", tmp_path, instance_id="p0-a", session=SESSION)
+    apps = {name: static_app.start(conn, group, topic, name, tmp_path, beacon_addr=sidecar.beacon_addr)
+            for name in ("p0-a", "p0-b")}  # fmt: skip
+
+    def members() -> dict[str | None, str]:
+        return {m.group_instance_id: m.member_id for m in clients.describe_group(conn, group).members}
+
+    try:
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 2, timeout=60,
+                 what="A and B Stable")  # fmt: skip
+        before = members()
+        wait_for(sidecar.status, lambda s: (s.get("member") or {}).get("member_id") == before["p0-a"]
+                 and s["app"]["helper_connections"] == 2, timeout=30,
+                 what="the sidecar holding both processes' connections and proving A's member")  # fmt: skip
+        generation = generations(kafka, group)[-1]
+        pid = apps["p0-a"].pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGUSR1)  # A hangs: B beacons on, the last to do so
+        wait_for(lambda: static_app.log_path(tmp_path, "p0-a").read_text(), lambda t: "stalled" in t, timeout=10,
+                 what="A stalled")  # fmt: skip
+        seen = sidecar.metric('vigil_sidecar_beacons_total{transport="udp"}')
+        wait_for(lambda: sidecar.metric('vigil_sidecar_beacons_total{transport="udp"}'), lambda n: n >= seen + 3,
+                 timeout=10, what="B's beacons after A hung")  # fmt: skip
+        apps["p0-a"].kill()
+        running = wait_for(lambda: sidecar.status()["bridge"], lambda b: (b or {}).get("heartbeats_sent", 0) >= 1,
+                           timeout=bound(HEARTBEAT), what="a bridge heartbeating")  # fmt: skip
+        assert running["member_id"] == before["p0-a"], running  # A's member, not B's
+        assert running["instance_id"] == "p0-a", running
+        # two session timeouts: A kept by the bridge, B by itself, no rebalance, nobody removed
+        wait_for(lambda: sidecar.status()["bridge"], lambda b: b["heartbeats_sent"] >= 2 * SESSION / HEARTBEAT,
+                 timeout=2 * SESSION + 5, what="two session timeouts of bridging")  # fmt: skip
+        assert members() == before
+        assert generations(kafka, group)[-1] == generation
+        apps["p0-a"] = static_app.start(conn, group, topic, "p0-a", tmp_path, beacon_addr=sidecar.beacon_addr)
+        ended = wait_for(lambda: sidecar.status()["bridge"], lambda b: b["state"] == "ended",
+                         timeout=bound(2 * HEARTBEAT, slack=10), what="the bridge ending")  # fmt: skip
+        assert ended["outcome"] == "rejoined", ended
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 2, timeout=60,
+                 what="A (restarted) and B Stable")  # fmt: skip
+        after = members()
+        assert after["p0-b"] == before["p0-b"]  # B: the same member throughout
+        assert after["p0-a"] != before["p0-a"]  # A: back under a new member id, same instance id
+        assert generations(kafka, group)[-1] == generation, "a rebalance during the episode"
+        server_log = kafka.server_log(1).read_text()
+        assert not [line for line in server_log.splitlines() if before["p0-b"] in line and "LeaveGroup" in line]
+    finally:
+        for app in apps.values():
+            app.stop(grace=5)
+        sidecar.stop()
+
+
+STALE_SESSION = 10.0
+"""Point 4's session: room for the restarted app (a new Python process) to be back within it on a loaded machine."""
+
+
+@pytest.mark.parametrize("back", [True, False], ids=["back-within-the-session", "not-back"])
+def test_a_stale_generation_stops_the_bridge_and_the_session_decides(
+    kafka: KafkaCluster, tmp_path: Path, back: bool
+) -> None:
+    """Issue #23 point 4. The app's last report is a generation behind: it stopped beaconing (SIGUSR2: polls on,
+    reports no more), a joiner's rebalance moved the group to the next generation with the app in it, then the app
+    was killed. The bridge heartbeats with the reported generation and gets ILLEGAL_GENERATION: its heartbeats no
+    longer count. It stops (`stale-generation`), nothing removed:
+    - back within its session: the app's static rejoin in a Stable group costs no rebalance (before the fix the
+      bridge removed the member — one rebalance — and the app's return was a second);
+    - not back: the member expires at its session timeout, one rebalance, as stock — and no LeaveGroup."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("bridge-stale"), partitions=3)
+    group = clients.unique("g-bridge-stale")
+    sidecar = _bridging_sidecar(kafka, group, "pod-stale", tmp_path, instance_id="stale-app", session=STALE_SESSION)
+    extra: clients.ClientConfig = {"session.timeout.ms": int(STALE_SESSION * 1000)}
+    others = [clients.Member(conn, group, [topic], "stale-other", extra=extra | {"group.instance.id": "stale-other"})]
+    others[0].start()
+
+    def start_app() -> procs.Managed:
+        return static_app.start(conn, group, topic, "stale-app", tmp_path, beacon_addr=sidecar.beacon_addr,
+                                session_timeout_ms=int(STALE_SESSION * 1000))  # fmt: skip
+
+    def app_log() -> str:
+        path = static_app.log_path(tmp_path, "stale-app")
+        return path.read_text() if path.exists() else ""
+
+    app = None
+    try:
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 1, timeout=60, what="the other alone")
+        app = start_app()
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 2, timeout=60, what="2 Stable")
+        first = generations(kafka, group)[-1]
+        wait_for(sidecar.status, lambda s: (s.get("member") or {}).get("generation") == first, timeout=30,
+                 what=f"the sidecar holding the app's report of generation {first}")  # fmt: skip
+        pid = app.pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGUSR2)  # no more reports
+        wait_for(app_log, lambda t: "beacons withheld" in t, timeout=10, what="the app's beacons withheld")
+        others.append(clients.Member(conn, group, [topic], "stale-joiner",
+                                     extra=extra | {"group.instance.id": "stale-joiner"}).start())  # fmt: skip
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 3, timeout=60, what="3 Stable")
+        moved = generations(kafka, group)[-1]
+        assert moved == first + 1
+        wait_for(app_log, lambda t: f"generation={moved} assigned=" in t, timeout=15,
+                 what=f"the app itself in generation {moved}")  # fmt: skip
+        assert sidecar.status()["member"]["generation"] == first  # the sidecar still has the older report
+        app.kill()
+        killed_at = time.monotonic()
+        ended = wait_for(lambda: sidecar.status()["bridge"], lambda b: (b or {}).get("state") == "ended",
+                         timeout=bound(2 * HEARTBEAT), what="the bridge ending")  # fmt: skip
+        assert ended["outcome"] == "stale-generation", ended
+        assert ended["kafka_error"] == "ILLEGAL_GENERATION", ended
+        assert ended["generation"] == first, ended
+        if back:
+            app = start_app()
+            wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 3, timeout=60,
+                     what="3 Stable with the app back")  # fmt: skip
+            assert time.monotonic() - killed_at < STALE_SESSION + 10
+            wait_for(app_log, lambda t: t.count(f"generation={moved} assigned=") >= 2, timeout=15,
+                     what=f"the restarted app in generation {moved}")  # fmt: skip
+            # a session and two heartbeats after its return: still no rebalance
+            since = time.monotonic()
+            wait_for(lambda: time.monotonic() - since, lambda t: t >= STALE_SESSION + 2, timeout=STALE_SESSION + 3,
+                     interval=0.5, what="a session timeout after the app's return")  # fmt: skip
+            assert generations(kafka, group)[-1] == moved, "the app's return cost a rebalance"
+        else:
+            after = wait_for(lambda: generations(kafka, group), lambda g: g[-1] > moved, timeout=bound(STALE_SESSION),
+                             what="the member expiring at its session timeout")  # fmt: skip
+            assert time.monotonic() - killed_at >= STALE_SESSION - 2
+            assert after[-1] == moved + 1
+            wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 2, timeout=30, what="2 Stable")
+            assert generations(kafka, group)[-1] == moved + 1  # one rebalance
+            expired = broker_lines(kafka, group, r"rebalance group {g} .*removing member (\S+) on heartbeat expiration")
+            assert len(expired) == 1, expired
+        server_log = kafka.server_log(1).read_text()
+        assert not [line for line in server_log.splitlines() if group in line and "vigil:" in line]
+        assert "bridge removed member" not in sidecar.log.read_text()
+    finally:
+        if app is not None:
+            app.stop(grace=5)
+        for m in others:
+            m.close()
+        sidecar.stop()
+
+
+@pytest.mark.kafka_secure
+def test_over_sasl_and_tls_a_bridges_first_heartbeat_waits_for_no_handshake(
+    kafka_sasl_tls: KafkaCluster, tmp_path: Path
+) -> None:
+    """Issue #23 point 11. SASL/SCRAM over TLS, session 6 s: the bridge's client is made and its connection to the
+    coordinator opened while the app is healthy (at its first beacon, refreshed every few minutes), so after the
+    app's kill the first bridged heartbeat is answered at once. Before, the client was made at the first heartbeat:
+    the TLS and SASL handshakes (bootstrap, then the coordinator) came first, out of the member's session."""
+    conn = kafka_sasl_tls.connection()
+    topic = clients.create_topic(conn, clients.unique("bridge-tls"), partitions=2)
+    group = clients.unique("g-bridge-tls")
+    sidecar = _bridging_sidecar(kafka_sasl_tls, group, "pod-tls", tmp_path, instance_id="tls-app", session=SESSION)
+    app = static_app.start(conn, group, topic, "tls-app", tmp_path, beacon_addr=sidecar.beacon_addr)
+    answered = 'vigil_sidecar_broker_requests_total{api="Heartbeat",outcome="NONE"}'
+    try:
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 1, timeout=60, what="the app Stable")
+        wait_for(sidecar.status, lambda s: (s.get("member") or {}).get("generation", -1) >= 0
+                 and s["app"]["helper_connections"] == 1, timeout=30,
+                 what="the sidecar holding the app's connection and its generation")  # fmt: skip
+        wait_for(lambda: sidecar.status().get("bridge_ready"), timeout=30,
+                 what="the bridge's connection to the coordinator opened ahead of need")  # fmt: skip
+        app.kill()
+        killed_at = time.monotonic()
+        wait_for(lambda: sidecar.metric(answered), lambda n: n >= 1, timeout=SESSION, interval=0.02,
+                 what="the first bridged heartbeat answered")  # fmt: skip
+        took = time.monotonic() - killed_at
+        print(f"SASL/SCRAM over TLS: the first bridged heartbeat answered {took:.3f}s after the kill")
+        assert took <= 1.0, took
+        assert sidecar.status()["bridge"]["state"] == "running"
+    finally:
+        app.stop(grace=5)
+        sidecar.stop()

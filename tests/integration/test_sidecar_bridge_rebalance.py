@@ -246,3 +246,44 @@ def test_hold_the_app_restarted_inside_the_hold_joins_the_joiners_generation_and
     assert stabilized(kafka, g.group) == [*history, (before + 1, 3)], stabilized(kafka, g.group)
     assert g.stable() == 3
     assert g.by_instance() == members
+
+
+HOLD_EXPECTED_RETURN = 60.0
+"""Point 10's hold: an app expected back after a minute that never comes back."""
+
+
+def _logged_at(kafka: KafkaCluster, pattern: str) -> list[float]:
+    """When the broker logged each line matching `pattern` (its own timestamps, seconds)."""
+    log = kafka.server_log(1).read_text()
+    stamps = re.findall(rf"^\[(\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d,\d{{3}})\] .*{pattern}", log, re.M)
+    return [time.mktime(time.strptime(s[:19], "%Y-%m-%d %H:%M:%S")) + int(s[20:]) / 1000 for s in stamps]
+
+
+def test_hold_keeps_an_eager_group_waiting_at_most_one_session_timeout(
+    kafka: KafkaCluster, tmp_path: Path, groups: list[Group]
+) -> None:
+    """Issue #23 point 10. `hold` with the app expected back in 60 s, and it never comes: while held, the joiner's
+    eager rebalance waits in its join phase, every member revoked. The hold ends at most one session timeout after
+    the bridge met the rebalance (what a dead member would have cost without vigil: it expires within its session),
+    then the absent member is removed and the join completes. Before the fix the group waited the whole expected
+    return (measured below, by the broker's own timestamps: rebalance begun → Stabilized)."""
+    g = Group(kafka, tmp_path, "holdcap", on_foreign_rebalance="hold", expected_return_seconds=HOLD_EXPECTED_RETURN,
+              max_bridge_seconds=90)  # fmt: skip
+    groups.append(g)
+    before, old_member = g.joined()
+    g.kill_app_and_await_bridge(old_member)
+    joiner = g.member("holdcap-joiner")
+    g.members.append(joiner)
+    wait_for(lambda: bridge(g.sidecar), lambda b: b.get("holding") is True, timeout=bound(2 * HEARTBEAT),
+             what=f"{g.group}: the bridge holding through the joiner's rebalance")  # fmt: skip
+    wait_for(g.stable_instances, lambda ids: ids == {"holdcap-other", "holdcap-joiner"},
+             timeout=bound(SESSION + HEARTBEAT), what=f"{g.group}: Stable without the absent member")  # fmt: skip
+    ended = bridge(g.sidecar)
+    assert ended["outcome"] == "removed", ended
+    began = _logged_at(kafka, rf"Preparing to rebalance group {re.escape(g.group)} .*Adding new member")[-1]
+    done = [t for t in _logged_at(kafka, rf"Stabilized group {re.escape(g.group)} generation") if t >= began]
+    waited = done[0] - began
+    print(f"the eager group waited {waited:.1f}s in its join phase (session {SESSION}s, expected return"
+          f" {HOLD_EXPECTED_RETURN}s)")  # fmt: skip
+    assert waited <= SESSION + 2 * HEARTBEAT, waited  # a session after the bridge met it (≤ a heartbeat later)
+    assert stabilized(kafka, g.group)[-1] == (before + 1, 2)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from vigil_core.kafka.group_client import GroupClient
 from vigil_dev.kafka.cluster import KafkaCluster
@@ -44,10 +45,17 @@ def sidecars(kafka: KafkaCluster, tmp_path: Path) -> Iterator[Callable[..., Runn
 
 
 def _watched(
-    conn, group: str, topic: str, pod: str, *, sidecar: RunningSidecar, extra: clients.ClientConfig
+    conn,
+    group: str,
+    topic: str,
+    pod: str,
+    *,
+    sidecar: RunningSidecar,
+    extra: clients.ClientConfig,
+    listener: bool = False,
 ) -> clients.Member:
     return clients.Member(
-        conn, group, [topic], client_id=pod, extra=extra,
+        conn, group, [topic], client_id=pod, extra=extra, listener=listener,
         consumer_factory=lambda conf: BeaconingConsumer(conf, beacon_addr=sidecar.beacon_addr),
     ).start()  # fmt: skip
 
@@ -211,3 +219,101 @@ def test_the_progress_signal_alone_alerts_on_a_stalled_app_without_evicting(
     finally:
         for m in members:
             m.close()
+
+
+REBALANCE_STALL = 10.0
+"""Issue #23 point 5: a stall timeout of 10 s, against max.poll.interval.ms 60 s (the join phase's timeout)."""
+
+
+@pytest.mark.parametrize(
+    ("protocol", "before", "joining"),
+    [("classic", "bc", "d"), ("consumer", "b", "cd")],
+    ids=["classic-eager-3-then-a-4th", "kip848-2-then-2-more"],
+)
+def test_a_stalled_member_blocking_a_rebalance_is_evicted_and_the_group_is_stable_within_the_stall_timeout(
+    kafka: KafkaCluster, sidecars: Callable[..., RunningSidecar], protocol: str, before: str, joining: str
+) -> None:
+    """Issue #23 point 5. A member stalls, then others join, and the rebalance waits on the stalled member: a classic
+    eager join phase for every member to rejoin (three members, then a fourth); a KIP-848 group for it to let go of
+    the partitions the new target takes from it (two members with two partitions each, then two more: each gives
+    one up; its app has rebalance callbacks, so librdkafka hands it the revocation in poll, as Java does with a
+    listener). Both wait until its max.poll.interval.ms (60 s). The sidecar acts while the group rebalances: the
+    group is Stable again, without the stalled member and with the joiners consuming, within stall timeout + 5 s of
+    the stall (before the fix the watchdog stood aside while the group was not Stable, and the group waited)."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("stall-rb"), partitions=4)
+    group = clients.unique("g-stall-rb")
+    extra: clients.ClientConfig = {"max.poll.interval.ms": 60000}
+    if protocol == "consumer":
+        extra = extra | {"group.protocol": "consumer"}
+    sidecar = sidecars(group, "pod-a", events_topic="", stall_timeout_seconds=REBALANCE_STALL,
+                       group_protocol=protocol, max_poll_interval_seconds=60)  # fmt: skip
+    watched = _watched(conn, group, topic, "pod-a", sidecar=sidecar, extra=extra, listener=True)
+    members = [watched, *[clients.Member(conn, group, [topic], f"pod-{x}", extra=extra).start() for x in before]]
+    try:
+        size = len(members)
+        wait_for(lambda: clients.stable_members(conn, group), lambda n: n == size, timeout=60,
+                 what=f"{size} members stable")  # fmt: skip
+        wait_for(lambda: len(watched.assigned), lambda n: n >= 4 // size, timeout=30,
+                 what=f"the watched member owning {4 // size} partitions or more")  # fmt: skip
+        wait_for(lambda: sidecar.status().get("member") or {}, lambda m: m.get("member_id") == watched.member_id,
+                 timeout=30, what="the sidecar proving its member")  # fmt: skip
+        stalled_id = watched.member_id
+        assert stalled_id is not None
+        watched.paused_polling.set()
+        stalled_at = time.monotonic()
+        wait_for(watched.parked.is_set, timeout=5, what="the watched member no longer polling")
+        joiners = [clients.Member(conn, group, [topic], f"pod-{x}", extra=extra).start() for x in joining]
+        members += joiners
+        left = size - 1 + len(joiners)
+
+        def stable_without_the_stalled() -> bool:
+            desc = clients.describe_group(conn, group)
+            ids = {m.member_id for m in desc.members}
+            return str(desc.state).split(".")[-1].upper() == "STABLE" and stalled_id not in ids and len(ids) == left
+
+        wait_for(stable_without_the_stalled, timeout=bound(REBALANCE_STALL + CHECK, slack=2.0),
+                 what="the group Stable again without the stalled member")  # fmt: skip
+        took = time.monotonic() - stalled_at
+        assert REBALANCE_STALL <= took <= REBALANCE_STALL + 5, f"Stable again {took:.1f}s after the stall"
+        for joiner in joiners:
+            wait_for(lambda j=joiner: j.assigned, lambda a: len(a) >= 1, timeout=10, what="a joiner assigned")
+        expected = {f"r{i}" for i in range(200)}
+        clients.produce_spread(conn, topic, sorted(expected), partitions=4)
+        wait_for(lambda: {v for m in members[1:] for _, _, v in m.consumed} & expected, lambda s: s == expected,
+                 timeout=30, what="the others and the joiners consuming every partition")  # fmt: skip
+        log = kafka.server_log(1).read_text()
+        reason = re.search(rf"{re.escape(stalled_id)}.*client reason: (vigil: .*) \(org\.apache\.kafka", log)
+        assert reason is not None
+        assert "while the group waits for it" in reason.group(1), reason.group(1)
+    finally:
+        for m in members:
+            m.close()
+
+
+def test_kip848_timings_are_read_from_the_group_not_assumed(
+    kafka: KafkaCluster, sidecars: Callable[..., RunningSidecar]
+) -> None:
+    """Issue #23 point 8. A KIP-848 group whose own heartbeat interval is 3 s (a group config; the broker's is 1 s,
+    Kafka's default 5 s), a stall timeout of 5 s: below two of the group's heartbeats. The sidecar says so once the
+    coordinator has answered, naming the group's 3000 ms — never Kafka's assumed 5000 ms (what it said at start
+    before the fix, the start knowing no cluster)."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("timings848"), partitions=1)
+    group = clients.unique("g-timings848")
+    admin = clients.admin(conn)  # the group config, set as a user would (kafka-configs --entity-type groups)
+    entry = ConfigEntry("consumer.heartbeat.interval.ms", "3000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    sidecar = sidecars(group, "pod-a", events_topic="", group_protocol="consumer", stall_timeout_seconds=5)
+    watched = _watched(conn, group, topic, "pod-a", sidecar=sidecar, extra={"group.protocol": "consumer"})
+    try:
+        wait_for(lambda: sidecar.status().get("member") or {}, lambda m: m.get("member_id") == watched.member_id,
+                 timeout=60, what="the sidecar proving its member")  # fmt: skip
+        line = wait_for(lambda: [x for x in sidecar.log.read_text().splitlines() if "from the cluster" in x],
+                        timeout=15, what="the timing check against the cluster")  # fmt: skip
+        assert len(line) == 1, line
+        assert "stallTimeout (5000 ms) is below 2× the group's heartbeat interval (3000 ms)" in line[0]
+        assert "5000 ms)" not in sidecar.log.read_text().replace("stallTimeout (5000 ms)", "")
+    finally:
+        watched.close()

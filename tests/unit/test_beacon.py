@@ -21,6 +21,11 @@ def test_unknown_fields_are_ignored_and_defaults_apply() -> None:
     assert beacon == Beacon("m", -1, None, 0, 1.0)
 
 
+def test_the_sending_process_is_named_by_its_token() -> None:
+    beacon = parse_beacon(b'{"member_id":"m","time":1,"instance_id":"p0-a","process":"9f1c2e"}')
+    assert beacon == Beacon("m", -1, "p0-a", 0, 1.0, process="9f1c2e")
+
+
 def test_an_empty_instance_id_is_no_instance_id() -> None:
     assert parse_beacon(b'{"member_id":"m","time":1,"instance_id":""}').instance_id is None
 
@@ -39,6 +44,8 @@ def test_an_empty_instance_id_is_no_instance_id() -> None:
         ),
         (b'{"member_id": "m", "time": 1, "generation": "seven"}', "beacon GENERATION: Input should be a valid integer"),
         (b"[1, 2]", "beacon: expected a JSON object, got list"),
+        (b'{"member_id": "m", "time": 1, "process": ""}', "beacon PROCESS: String should have at least 1 character"),
+        (b'{"member_id": "m", "time": 1, "process": 7}', "beacon PROCESS: Input should be a valid string"),
         (b" " * (MAX_BEACON_BYTES + 1), f"beacon: {MAX_BEACON_BYTES + 1} bytes, at most {MAX_BEACON_BYTES}"),
     ],
 )
@@ -55,10 +62,13 @@ def test_malformed_beacons_are_one_line(data: bytes, message: str) -> None:
     instance=st.none() | st.text(min_size=1, max_size=50),
     assigned=st.integers(0, 10_000),
     time=st.floats(0, 4e9),
+    process=st.none() | st.text(min_size=1, max_size=64),
 )
-def test_round_trip(member: str, generation: int, instance: str | None, assigned: int, time: float) -> None:
-    data = encode_beacon(member, generation, instance, assigned, time)
-    assert parse_beacon(data) == Beacon(member, generation, instance, assigned, time)
+def test_round_trip(  # noqa: PLR0917 - one argument per field of the protocol
+    member: str, generation: int, instance: str | None, assigned: int, time: float, process: str | None
+) -> None:
+    data = encode_beacon(member, generation, instance, assigned, time, process=process)
+    assert parse_beacon(data) == Beacon(member, generation, instance, assigned, time, process)
     assert json.loads(data)["member_id"] == member
 
 

@@ -31,12 +31,15 @@ from vigil_sidecar.bridge.engine import (
     Member,
     Observation,
     Refused,
+    Release,
     Remove,
     RemoveAnswered,
     Resumed,
     SendHeartbeat,
     Tick,
     Wait,
+    ended_member,
+    release,
     start,
     step,
 )
@@ -281,6 +284,19 @@ CASES: dict[str, tuple[BridgeConfig, list[Step]]] = {
             (T0 + 30.2, rm("NONE"), [ended("removed", 30.2, 30, "NONE")]),
         ],
     ),
+    "hold: at most one session timeout after the rebalance was met, whatever the expected return (the group waits)": (
+        replace(HOLD_OPEN, expected_return_seconds=25.0, session_timeout=6.0),
+        [
+            *steady(0.0, 2),
+            (T0 + 2.0, TICK, [HB]),
+            (T0 + 2.1, REBALANCE, [Wait(T0 + 3.0)]),  # the hold ends at 2.1 + 6 = 8.1, not at 25
+            *steady(3.0, 5, REBALANCE),
+            (T0 + 8.0, TICK, [HB]),
+            (T0 + 8.05, REBALANCE, [Wait(T0 + 8.1)]),
+            (T0 + 8.1, TICK, [REMOVE]),
+            (T0 + 8.2, rm("NONE"), [ended("removed", 8.2, 9, "NONE")]),
+        ],
+    ),
     "hold: a rebalance after the expected return → remove at once": (
         HOLD,
         [*steady(0.0, 12), (T0 + 12.0, TICK, [HB]), (T0 + 12.1, REBALANCE, [REMOVE])],
@@ -297,33 +313,30 @@ CASES: dict[str, tuple[BridgeConfig, list[Step]]] = {
         ],
     ),
     # --- the generation moved ---
-    "remove: ILLEGAL_GENERATION → compare-and-remove (its answer says what a view would)": (
+    "remove: ILLEGAL_GENERATION → heartbeats stop, nothing removed (the session decides: the app may be back)": (
         CFG,
         [
             *FIRST,
-            (
-                T0 + 0.1,
-                MOVED,
-                [
-                    Remove(
-                        "g",
-                        "m-1",
-                        "pod-0",
-                        "vigil: static member pod-0 restarting for 0.1s, left behind by a new generation",
-                    )
-                ],
-            ),
-            (T0 + 0.2, rm("FENCED_INSTANCE_ID"), [ended("rejoined", 0.2, 1, "FENCED_INSTANCE_ID")]),
+            (T0 + 0.1, MOVED, [ended("stale-generation", 0.1, 1, "ILLEGAL_GENERATION")]),
+            (T0 + 1.0, TICK, []),  # over: nothing more, ever
+            (T0 + 1.1, OK, []),
         ],
     ),
-    "hold: ILLEGAL_GENERATION (the join completed without the app) ends the hold: remove at once": (
+    "hold: ILLEGAL_GENERATION (the join completed without the app) ends the bridge, no Remove": (
         HOLD,
         [
             *FIRST,
             (T0 + 0.1, REBALANCE, [WAIT]),
             (T0 + 1.0, TICK, [HB]),
-            (T0 + 1.1, MOVED, [REMOVE]),
-            (T0 + 1.2, rm("NONE"), [ended("removed", 1.2, 2, "NONE")]),
+            (T0 + 1.1, MOVED, [ended("stale-generation", 1.1, 2, "ILLEGAL_GENERATION")]),
+        ],
+    ),
+    "remove: a Remove due is not sent once the generation moved on": (
+        CFG,
+        [
+            *FIRST,
+            (T0 + 0.1, MOVED, [ended("stale-generation", 0.1, 1, "ILLEGAL_GENERATION")]),
+            (T0 + 0.2, REBALANCE, []),
         ],
     ),
     # --- views taken anyway ---
@@ -484,12 +497,16 @@ STARTS: dict[str, tuple[str | None, Member | None, tuple[float, ...], str | None
     "an earlier end outside the window does not count": ("container-terminated", ME, (-601.0,), None),
     "an end at the window's edge does not count": ("container-terminated", ME, (-600.0,), None),
     "ends at or after now are not earlier ends": ("container-terminated", ME, (0.0, 5.0), None),
-}
+    "another process's member (instance p0-b in pod-0's sidecar)": ("helper-connection-closed",
+                                                                     Member("m-2", 5, "p0-b"), (), "other-instance"),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize(("proof", "member", "earlier", "refusal"), STARTS.values(), ids=STARTS.keys())
 def test_start(proof: str | None, member: Member | None, earlier: tuple[float, ...], refusal: str | None) -> None:
-    result = start("g", member, proof=proof, earlier_ends=[T0 + t for t in earlier], now=T0, config=CFG)
+    result = start(
+        "g", member, proof=proof, earlier_ends=[T0 + t for t in earlier], now=T0, config=CFG, instance_id="pod-0"
+    )
     if refusal is None:
         assert isinstance(result, BridgeState)
         assert (result.member_id, result.generation, result.instance_id, result.proof) == ("m-1", 5, "pod-0", proof)
@@ -498,6 +515,61 @@ def test_start(proof: str | None, member: Member | None, earlier: tuple[float, .
     else:
         assert isinstance(result, Refused)
         assert result.cause == refusal
+        assert _one_sentence(result.message)
+
+
+def test_without_an_instance_id_to_check_any_static_member_is_bridged() -> None:
+    """The operator's rollout bridges the member it read for the pod: no instance id to compare with."""
+    other = start("g", Member("m-2", 5, "p0-b"), proof="pod-deleted", earlier_ends=(), now=T0, config=CFG)
+    assert isinstance(other, BridgeState)
+
+
+A, B = Member("m-a", 3, "p0-a"), Member("m-b", 3, "p0-b")
+ENDED: dict[str, tuple[str | None, dict[str | None, Member], int, Member | None]] = {
+    # name: (the ended process's token, the member per process, processes still holding, the member bridged)
+    "the process that ended reported A": ("tok-a", {"tok-a": A, "tok-b": B}, 1, A),
+    "B beaconed last: still A's end is A's": ("tok-a", {"tok-b": B, "tok-a": A}, 1, A),
+    "an untagged report (older helper), the only process": ("tok-a", {None: A}, 0, A),
+    "an untagged report, another process still there: either's": ("tok-a", {None: B}, 1, None),
+    "a hold that named no token, the only process": (None, {None: A}, 0, A),
+    "a hold that named no token, another process still there": (None, {"tok-b": B, None: A}, 1, None),
+    "the ended process never reported; the other did": ("tok-a", {"tok-b": B}, 1, None),
+    "nothing reported": ("tok-a", {}, 0, None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("process", "reported", "others", "member"), ENDED.values(), ids=ENDED.keys())
+def test_the_proof_of_an_end_binds_to_the_member_its_process_reported(
+    process: str | None, reported: dict[str | None, Member], others: int, member: Member | None
+) -> None:
+    assert ended_member(process, reported, others_open=others) == member
+
+
+CLOSED = "helper-connection-closed"
+RELEASES: dict[str, tuple[str | None, Member | None, tuple[float, ...], str | None]] = {
+    # name: (proof, member, earlier ends (relative to T0), refusal cause or None for released)
+    "helper connection closed: released, no generation needed": (CLOSED, Member("m-1", -1, "pod-0"), (), None),
+    "silence is never proof": (None, ME, (), "no-proof"),
+    "a crash loop: its partitions should move on": (CLOSED, ME, (-100.0,), "crash-loop"),
+    "no report from the helper": (CLOSED, None, (), "no-member"),
+    "a dynamic member has nothing to release": (CLOSED, Member("m-1", 5, None), (), "dynamic-member"),
+    "another process's member": (CLOSED, Member("m-2", 5, "p0-b"), (), "other-instance"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("proof", "member", "earlier", "refusal"), RELEASES.values(), ids=RELEASES.keys())
+def test_release_of_a_dead_kip848_static_member(
+    proof: str | None, member: Member | None, earlier: tuple[float, ...], refusal: str | None
+) -> None:
+    result = release(
+        "g", member, proof=proof, earlier_ends=[T0 + t for t in earlier], now=T0, config=CFG, instance_id="pod-0"
+    )
+    if refusal is None:
+        assert result == Release("g", "m-1", "pod-0")
+    else:
+        assert isinstance(result, Refused)
+        assert result.cause == refusal
+        assert result.message.startswith("Not releasing")
         assert _one_sentence(result.message)
 
 

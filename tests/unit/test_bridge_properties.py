@@ -6,8 +6,8 @@ a random amount, the app ending again at random moments and views taken at rando
 - (b) heartbeats at least an interval apart; while every answer is NONE and comes within an interval, never more
   than an interval plus one wake-up's lateness apart, from the start to the deadline (the session never lapses
   because of the bridge);
-- (c) at most one `Remove` per bridge, never before a foreign rebalance or a moved generation was answered, and
-  under `hold` not before the hold ends unless the generation moved;
+- (c) at most one `Remove` per bridge, only after a foreign rebalance was answered and never after a moved
+  generation (that ends the bridge "stale-generation" with no Remove), and under `hold` not before the hold ends;
 - (d) `Ended` exactly once, counting exactly the heartbeats sent, and the time since the start;
 - (e) persisting the state at any step and continuing from the copy gives the same actions;
 - (f) `start` never starts a bridge without proof that the app ended;
@@ -156,18 +156,20 @@ def _kind(view: GroupView) -> str:
 
 def configs() -> st.SearchStrategy[BridgeConfig]:
     return st.builds(
-        lambda interval, bridges, policy, ret, restarts: BridgeConfig(
+        lambda interval, bridges, policy, ret, restarts, session: BridgeConfig(
             heartbeat_interval=interval,
             max_bridge_seconds=interval * bridges,
             on_foreign_rebalance=policy,
             expected_return_seconds=ret,
             crash_loop_restarts=restarts,
+            session_timeout=session,
         ),
         st.floats(0.5, 5.0),
         st.floats(0.5, 25.0),
         st.sampled_from(["remove", "hold"]),
         st.none() | st.floats(0.5, 60.0),
         st.integers(2, 4),
+        st.none() | st.floats(1.0, 30.0),
     )
 
 
@@ -241,7 +243,7 @@ def test_b_answered_promptly_they_are_at_most_an_interval_and_one_wake_up_apart(
 
 @EXAMPLES
 @given(worlds())
-def test_c_at_most_one_remove_and_only_after_a_foreign_rebalance_or_a_moved_generation(world: World) -> None:
+def test_c_at_most_one_remove_and_only_after_a_foreign_rebalance(world: World) -> None:
     world.run()
     assert world.state is not None
     removes = world.removes()
@@ -249,11 +251,26 @@ def test_c_at_most_one_remove_and_only_after_a_foreign_rebalance_or_a_moved_gene
     if not removes:
         return
     before = [name for t, name in world.answered if t <= removes[0]]
-    assert {"REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION"} & set(before)
+    assert "REBALANCE_IN_PROGRESS" in before
+    assert "ILLEGAL_GENERATION" not in before  # a moved generation stops the heartbeats, never removes (#23)
     cfg = world.config
-    if cfg.on_foreign_rebalance == "hold" and "ILLEGAL_GENERATION" not in before:
-        hold = min(cfg.max_bridge_seconds, cfg.expected_return_seconds or cfg.max_bridge_seconds)
-        assert removes[0] >= T0 + hold
+    if cfg.on_foreign_rebalance == "hold":
+        met = next(t for t, name in world.answered if name == "REBALANCE_IN_PROGRESS")
+        hold = T0 + min(cfg.max_bridge_seconds, cfg.expected_return_seconds or cfg.max_bridge_seconds)
+        if cfg.session_timeout is not None:  # the group waits at most a session for the held member
+            hold = min(hold, met + cfg.session_timeout)
+        assert removes[0] >= hold - 1e-9
+
+
+@EXAMPLES
+@given(worlds())
+def test_c2_stale_generation_only_on_a_moved_generation_and_never_with_a_remove(world: World) -> None:
+    world.run()
+    ends = world.ends()
+    if not ends or ends[0][1].outcome != "stale-generation":
+        return
+    assert (ends[0][0], "ILLEGAL_GENERATION") in world.answered
+    assert not world.removes()
 
 
 @EXAMPLES
@@ -318,3 +335,15 @@ def test_f_start_never_starts_without_proof(
         )
     else:
         assert result.message.endswith(".")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    member=st.builds(Member, st.text(min_size=1, max_size=5), st.integers(0, 9), st.none() | st.text(max_size=5)),
+    mine=st.text(min_size=1, max_size=5),
+)
+def test_g_a_member_under_another_instance_id_is_never_bridged(member: Member, mine: str) -> None:
+    result = start("g", member, proof="helper-connection-closed", earlier_ends=(), now=T0,
+                   config=BridgeConfig(heartbeat_interval=1.0, max_bridge_seconds=30.0), instance_id=mine)  # fmt: skip
+    if isinstance(result, BridgeState):
+        assert result.instance_id == mine

@@ -57,7 +57,12 @@ def test_test_rules_hold_in_every_mode(security: Security) -> None:
 
 @pytest.mark.parametrize(
     ("security", "protocol"),
-    [(Security.PLAINTEXT, "PLAINTEXT"), (Security.SASL_SCRAM, "SASL_PLAINTEXT"), (Security.SSL, "SSL")],
+    [
+        (Security.PLAINTEXT, "PLAINTEXT"),
+        (Security.SASL_SCRAM, "SASL_PLAINTEXT"),
+        (Security.SSL, "SSL"),
+        (Security.SASL_SCRAM_TLS, "SASL_SSL"),
+    ],
 )
 def test_client_listener_protocol(security: Security, protocol: str) -> None:
     props = node_properties(ONE[0], ONE, data_dir=Path("/d"), security=security, tls=TLS)
@@ -79,6 +84,14 @@ def test_ssl_mode_requires_client_certificates() -> None:
     assert props["listener.name.client.ssl.truststore.location"] == "/t/ca.pem"
     with pytest.raises(ValueError, match="TLS"):
         node_properties(ONE[0], ONE, data_dir=Path("/d"), security=Security.SSL)
+
+
+def test_scram_over_tls_authenticates_by_sasl_behind_the_server_certificate() -> None:
+    props = node_properties(ONE[0], ONE, data_dir=Path("/d"), security=Security.SASL_SCRAM_TLS, tls=TLS)
+    assert props["listener.name.client.ssl.client.auth"] == "none"
+    assert props["listener.name.client.ssl.keystore.type"] == "PEM"
+    assert "ScramLoginModule" in props["listener.name.client.scram-sha-512.sasl.jaas.config"]
+    assert props["allow.everyone.if.no.acl.found"] == "false"
 
 
 def test_rendered_properties_are_sorted_lines() -> None:

@@ -12,6 +12,7 @@ from vigil_core.rules import (
     GroupProtocol,
     Severity,
     check_timings,
+    session_raise,
 )
 
 CLASSIC, CONSUMER = GroupProtocol.CLASSIC, GroupProtocol.CONSUMER
@@ -58,8 +59,9 @@ CASES = [
         (ERROR, "session.timeout.ms", "INVALID_SESSION_TIMEOUT"),
     ]),
     ("session at the broker's bounds", classic(6000, 2000, 300000, 30000), READ, []),
-    ("session raised alone, max.poll left at its default", classic(600000, 3000, None), READ, [
-        (ERROR, "max.poll.interval.ms", "max.poll.interval.ms (300000 ms, the default) is below session.timeout.ms"),
+    ("session raised alone, max.poll left at its default: librdkafka's rule, a warning (Java accepts it)",
+     classic(600000, 3000, None), READ, [
+        (WARNING, "max.poll.interval.ms", "max.poll.interval.ms (300000 ms, the default) is below session.timeout.ms"),
     ]),
     ("stall equal to max.poll", classic(stall=300000), READ, [
         (WARNING, "stallTimeout", "a dynamic member leaves the group by itself first, so vigil adds nothing"),
@@ -75,7 +77,7 @@ CASES = [
     ("everything at once, errors first", classic(3000, 3000, 1000, 1500), BrokerLimits(), [
         (ERROR, "heartbeat.interval.ms", "must be below"),
         (ERROR, "session.timeout.ms", "outside the broker's"),
-        (ERROR, "max.poll.interval.ms", "librdkafka refuses"),
+        (WARNING, "max.poll.interval.ms", "librdkafka refuses to create the consumer (the Java client accepts it)"),
         (WARNING, "stallTimeout", "a dynamic member leaves"),
         (WARNING, "stallTimeout", "below 2×"),
         (INFO, "group.min.session.timeout.ms", "could not be read"),
@@ -213,5 +215,44 @@ def _refused(client: ClientTimings, broker: BrokerLimits) -> bool:
         return client.session_timeout_ms is not None or client.heartbeat_interval_ms is not None
     session = 45000 if client.session_timeout_ms is None else client.session_timeout_ms
     heartbeat = 3000 if client.heartbeat_interval_ms is None else client.heartbeat_interval_ms
-    max_poll = 300000 if client.max_poll_interval_ms is None else client.max_poll_interval_ms
-    return heartbeat >= session or not broker.min_session_ms <= session <= broker.max_session_ms or max_poll < session
+    # max.poll below the session is refused by librdkafka only: a warning (the Java client accepts it)
+    return heartbeat >= session or not broker.min_session_ms <= session <= broker.max_session_ms
+
+
+def test_a_group_s_own_timings_are_the_ones_in_effect_for_kip848() -> None:
+    """The group config (or the broker's value it defaults to) decides the KIP-848 session and heartbeat, not
+    Kafka's 45 s / 5 s: a stall timeout of 8 s is fine against a 1 s heartbeat, not against 5 s."""
+    broker = BrokerLimits(from_defaults=False)
+    assert [f.setting for f in check_timings(consumer(stall=8000), broker)] == ["stallTimeout"]
+    assert check_timings(consumer(stall=8000), broker.for_group(session_ms=10000, heartbeat_ms=1000)) == []
+
+
+@pytest.mark.parametrize(
+    ("wanted", "expected", "note"),
+    [
+        (50000, 50000, None),
+        (600000, 60000, "capped at the broker's group.consumer.max.session.timeout.ms (60000 ms), below the 600000 ms"),
+        (60000, 60000, None),
+        (1000, 45000, "raised to the broker's group.consumer.min.session.timeout.ms (45000 ms)"),
+    ],
+)
+def test_a_kip848_session_raise_stays_within_the_broker_s_bounds_and_says_so(
+    wanted: int, expected: int, note: str | None
+) -> None:
+    raised = session_raise(wanted, BrokerLimits())
+    assert raised.session_ms == expected
+    if note is None:
+        assert raised.note is None
+    else:
+        assert raised.note is not None
+        assert note in raised.note
+
+
+@given(st.integers(1, 10_000_000), st.integers(1, 100_000), st.integers(0, 100_000))
+def test_a_session_raise_is_always_within_bounds_and_noted_exactly_when_changed(
+    wanted: int, low: int, span: int
+) -> None:
+    limits = BrokerLimits(consumer_min_session_ms=low, consumer_max_session_ms=low + span)
+    raised = session_raise(wanted, limits)
+    assert limits.consumer_min_session_ms <= raised.session_ms <= limits.consumer_max_session_ms
+    assert (raised.note is None) is (raised.session_ms == wanted)

@@ -13,24 +13,45 @@ from vigil_sidecar.signals.stats import StatsState, Verdict, judge, parse_stats
 STALL = 10.0
 
 
-def part(p: int, app: int = 100, lag: int = 0, fetchq: int = 0) -> dict[str, Any]:
-    return {"partition": p, "app_offset": app, "consumer_lag": lag, "fetchq_cnt": fetchq, "hi_offset": app + lag,
-            "ls_offset": app + lag, "committed_offset": app}  # fmt: skip
+def part(
+    p: int,
+    app: int = 100,
+    lag: int = 0,
+    fetchq: int = 0,
+    *,
+    paused: bool = False,
+    committed: int | None = None,
+    ls: int | None = None,
+) -> dict[str, Any]:
+    """One partition's statistics: `lag` records after the app's position, fetched ahead of it (the fetcher's
+    position at the end) unless `paused` (then the fetcher restarted at the app's position, its queue purged);
+    `committed` as librdkafka last fetched it (default: the app's position); `ls` the LSO (default: the end)."""
+    position = app if app >= 0 else (committed or 0)
+    end = position + lag
+    return {"partition": p, "app_offset": app, "consumer_lag": -1, "fetchq_cnt": fetchq,
+            "next_offset": position if paused else end, "hi_offset": end, "ls_offset": end if ls is None else ls,
+            "committed_offset": app if committed is None else committed}  # fmt: skip
 
 
 def doc(
-    ts: int = 1_000_000, *, join: str = "steady", rebalances: int = 1, parts: list[dict[str, Any]] | None = None
+    ts: int = 1_000_000,
+    *,
+    join: str = "steady",
+    rebalances: int = 1,
+    parts: list[dict[str, Any]] | None = None,
+    age: int | None = None,
 ) -> dict[str, Any]:
     parts = [part(0)] if parts is None else parts
     partitions = {str(p["partition"]): p for p in parts}
     partitions["-1"] = {"partition": -1, "app_offset": -1001, "consumer_lag": -1, "fetchq_cnt": 0,
-                        "hi_offset": -1001, "ls_offset": -1001, "committed_offset": -1001}  # fmt: skip
+                        "next_offset": -1001, "hi_offset": -1001, "ls_offset": -1001,
+                        "committed_offset": -1001}  # fmt: skip
     return {
         "name": "rdkafka#consumer-1", "type": "consumer", "ts": ts, "time": 1_790_000_000,
         "cgrp": {"state": "up", "join_state": join, "rebalance_cnt": rebalances, "rebalance_age": 5000,
                  "assignment_size": len(parts)},
         "topics": {"orders": {"topic": "orders", "partitions": partitions}},
-    }  # fmt: skip
+    } | ({} if age is None else {"age": age})  # fmt: skip
 
 
 def raw(d: dict[str, Any]) -> bytes:
@@ -46,7 +67,7 @@ def test_parses_a_consumer_document_skipping_the_unassigned_partition() -> None:
         2,
     )
     assert [(p.topic, p.partition) for p in parsed.partitions] == [("orders", 0), ("orders", 1)]
-    assert parsed.partitions[1] == stats.PartitionStats("orders", 1, 7, 3, 2, 10, 10, 7)
+    assert parsed.partitions[1] == stats.PartitionStats("orders", 1, 7, 2, 10, 10, 10, 7)
     assert parsed.waiting
 
 
@@ -92,7 +113,8 @@ def _with(path: str, value: object) -> bytes:
         (_without("topics.orders.partitions"), "topics.orders.partitions is missing"),
         (_with("topics.orders.partitions.0", 5), "topics.orders.partitions.0 must be an object"),
         (_without("topics.orders.partitions.0.app_offset"), "topics.orders.partitions.0.app_offset is missing"),
-        (_with("topics.orders.partitions.0.consumer_lag", None), "topics.orders.partitions.0.consumer_lag must be"),
+        (_with("topics.orders.partitions.0.next_offset", None), "topics.orders.partitions.0.next_offset must be"),
+        (_with("age", "5"), "age must be an integer"),
         (_without("topics.orders.partitions.0.fetchq_cnt"), "topics.orders.partitions.0.fetchq_cnt is missing"),
         (_without("topics.orders.partitions.0.hi_offset"), "hi_offset is missing"),
         (_without("topics.orders.partitions.0.ls_offset"), "ls_offset is missing"),
@@ -128,10 +150,24 @@ RULE_CASES = [
      doc(2 * S, parts=[part(0, lag=4), part(1, app=51, lag=9)]), 100.0, None, Verdict.PROGRESS),
     ("a new partition with a first offset", doc(), doc(2 * S, parts=[part(0, lag=3), part(1, app=1, lag=2)]),
      100.0, None, Verdict.PROGRESS),
-    ("idle: no lag, empty queue", doc(), doc(2 * S), 100.0, None, Verdict.IDLE),
-    ("idle: lag unknown (-1), empty queue", doc(), doc(2 * S, parts=[part(0, lag=-1)]), 100.0, None, Verdict.IDLE),
-    ("stuck with lag", doc(parts=[part(0, lag=5)]), doc(2 * S, parts=[part(0, lag=9)]), 100.0, None, Verdict.WAITING),
+    ("idle: at the end, empty queue", doc(), doc(2 * S), 100.0, None, Verdict.IDLE),
+    ("idle: offsets unknown, empty queue", doc(), doc(2 * S, parts=[part(0, app=-1001, committed=-1001)]), 100.0,
+     None, Verdict.IDLE),
+    ("exactly-once: at the LSO, the consumer's own committed offset 100 behind (consumer_lag 100)",
+     doc(parts=[part(0, app=200, committed=100)]), doc(2 * S, parts=[part(0, app=200, committed=100)]), 100.0, None,
+     Verdict.IDLE),
+    ("an open transaction: at the LSO, below the high watermark", doc(),
+     doc(2 * S, parts=[part(0, lag=20, ls=100)]), 100.0, None, Verdict.IDLE),
+    ("paused with 50 records left: the fetcher at the app's position, queue purged",
+     doc(parts=[part(0, lag=50, paused=True)]), doc(2 * S, parts=[part(0, lag=50, paused=True)]), 100.0, None,
+     Verdict.IDLE),
+    ("paused before taking anything", doc(), doc(2 * S, parts=[part(0, app=-1001, committed=100, lag=5, paused=True)]),
+     100.0, None, Verdict.IDLE),
+    ("stuck with records fetched past its position", doc(parts=[part(0, lag=5)]), doc(2 * S, parts=[part(0, lag=9)]),
+     100.0, None, Verdict.WAITING),
     ("stuck with a full fetch queue", doc(), doc(2 * S, parts=[part(0, fetchq=30)]), 100.0, None, Verdict.WAITING),
+    ("nothing taken since the assignment, records fetched", doc(),
+     doc(2 * S, parts=[part(0, app=-1001, committed=100, lag=5)]), 100.0, None, Verdict.WAITING),
     ("offset went back (seek): not progress", doc(parts=[part(0, app=100, lag=5)]),
      doc(2 * S, parts=[part(0, app=90, lag=15)]), 100.0, None, Verdict.WAITING),
     ("rebalancing", doc(), doc(2 * S, join="wait-sync", parts=[part(0, lag=5)]), 100.0, None, Verdict.SUSPENDED),
@@ -142,6 +178,8 @@ RULE_CASES = [
     ("a stall timeout after a change", doc(), doc(2 * S, parts=[part(0, lag=5)]), 105.0, 105.0, Verdict.WAITING),
     ("ts went back: the app restarted", doc(5 * S, parts=[part(0, lag=5)]), doc(S, parts=[part(0, lag=5)]),
      100.0, None, Verdict.FIRST),
+    ("age went back: the app restarted (the host's ts went on)", doc(5 * S, age=4 * S, parts=[part(0, lag=5)]),
+     doc(6 * S, age=S, parts=[part(0, lag=5)]), 100.0, None, Verdict.FIRST),
 ]  # fmt: skip
 
 
@@ -175,7 +213,8 @@ def test_a_restart_forgets_the_suspension() -> None:
 # -- properties over sequences of documents ------------------------------------------------------------------
 @st.composite
 def streams(draw: st.DrawFn) -> list[tuple[float, dict[str, Any]]]:
-    """Documents a second or so apart: join state, rebalance count, offsets, lag and fetch queue all vary."""
+    """Documents a second or so apart: join state, rebalance count, offsets, records left, pauses, the fetch queue
+    and the consumer's own committed offset (stale for an app that commits elsewhere) all vary."""
     n = draw(st.integers(1, 40))
     t, ts, rebalances, out = 0.0, S, 1, []
     offsets = [100, 200]
@@ -187,8 +226,10 @@ def streams(draw: st.DrawFn) -> list[tuple[float, dict[str, Any]]]:
         parts = []
         for i in range(2):
             offsets[i] += draw(st.sampled_from([0, 0, 0, 1, 5]))
-            parts.append(part(i, app=offsets[i], lag=draw(st.sampled_from([-1, 0, 0, 3])),
-                              fetchq=draw(st.sampled_from([0, 0, 7]))))  # fmt: skip
+            paused = draw(st.sampled_from([False, False, True]))
+            parts.append(part(i, app=offsets[i], lag=draw(st.sampled_from([0, 0, 3, 50])),
+                              fetchq=0 if paused else draw(st.sampled_from([0, 0, 7])), paused=paused,
+                              committed=offsets[i] - draw(st.sampled_from([0, 0, 100]))))  # fmt: skip
         out.append((t, doc(ts, join=join, rebalances=rebalances, parts=parts)))
     return out
 
@@ -253,3 +294,28 @@ def test_a_stall_is_reported_once_waiting_lasts_a_stall_timeout() -> None:
         state, verdict = judge(state, parse_stats(raw(doc((second + 1) * S, parts=[part(0, lag=5)]))), second, STALL)
         assert verdict is Verdict.WAITING
         assert state.stalled(second, STALL) is (second >= STALL)
+
+
+@settings(max_examples=300)
+@given(streams(), st.integers(0, 10_000))
+def test_the_consumers_own_committed_offset_never_decides(
+    stream: list[tuple[float, dict[str, Any]]], behind: int
+) -> None:
+    """librdkafka's committed offset stays where the assignment fetched it for apps that commit through a
+    transaction, every N records or elsewhere: moving it (and consumer_lag with it) changes no verdict."""
+
+    def stale(d: dict[str, Any]) -> dict[str, Any]:
+        moved = json.loads(json.dumps(d))
+        for p in moved["topics"]["orders"]["partitions"].values():
+            if p["app_offset"] >= 0:
+                p["committed_offset"] = max(0, p["app_offset"] - behind)
+                p["consumer_lag"] = p["ls_offset"] - p["committed_offset"]
+        return moved
+
+    assert [v for *_, v in _run(stream)] == [v for *_, v in _run([(t, stale(d)) for t, d in stream])]
+
+
+@given(st.integers(0, 10**9), st.integers(0, 10**6), st.sampled_from([None, 0, 10**9]))
+def test_a_paused_partition_never_waits(app: int, left: int, committed: int | None) -> None:
+    parsed = parse_stats(raw(doc(parts=[part(0, app=app, lag=left, paused=True, committed=committed)])))
+    assert not parsed.partitions[0].waiting

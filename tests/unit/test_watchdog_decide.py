@@ -70,6 +70,11 @@ def evict(age: float, member_id: str = "pod-0-a", instance_id: str | None = None
     return Evict(member_id, instance_id, wd.stall_reason(age, 30.0))
 
 
+def evict_waiting(age: float, state: GroupState) -> Evict:
+    """The eviction of a member a rebalance waits on: the reason names the group's state."""
+    return Evict("pod-0-a", None, f"{wd.stall_reason(age, 30.0)} while the group waits for it ({state.value})")
+
+
 Step = tuple[float, Observation, list[object]]
 
 # a watchdog that found the coordinator, got one poll at t=1 and proved the member: its stall deadline is 31
@@ -84,6 +89,15 @@ STALL_EVICTED: list[Step] = [
     (30.9, TICK, [Wait(31.0)]),
     (31.0, TICK, [Describe()]),
     (31.2, view(), [evict(30.2)]),
+]
+
+# an idle app (no partitions, by its report and the broker's view), silent since t=1, looked at at its deadline
+IDLE_STARTED: list[Step] = [
+    (0.0, TICK, [LookupCoordinator()]),
+    (0.1, CoordinatorResult(1), [WAIT]),
+    (1.0, beacon(parts=0), [Describe()]),
+    (1.1, view(member(parts=0), OTHER), [WAIT]),
+    (31.0, TICK, [Describe()]),
 ]
 
 CASES: dict[str, list[Step]] = {
@@ -136,6 +150,21 @@ CASES: dict[str, list[Step]] = {
             [Restart("pod-0-new", None, "vigil: eviction undone: member pod-0-new rejoined without polling"), WAIT],
         ),
     ],
+    "back under the evicted member id, its client.id not the pod's (KIP-848 keeps the id): undone too": [
+        (0.0, TICK, [LookupCoordinator()]),
+        (0.1, CoordinatorResult(1), [WAIT]),
+        (1.0, beacon("k848-x"), [Describe()]),  # proven by the member id the app reported
+        (1.1, view(member("k848-x", "orders"), OTHER), [WAIT]),
+        (31.0, TICK, [Describe()]),
+        (31.1, view(member("k848-x", "orders"), OTHER), [evict(30.1, "k848-x")]),
+        (31.3, left(), [WAIT]),
+        (36.3, TICK, [Describe()]),
+        (
+            36.4,
+            view(member("k848-x", "orders"), OTHER),
+            [Restart("k848-x", None, "vigil: eviction undone: member k848-x rejoined without polling"), WAIT],
+        ),
+    ],
     "the app polls again after the eviction: no watch, no escalation": [
         *STALL_EVICTED,
         (31.3, left(), [WAIT]),
@@ -184,17 +213,65 @@ CASES: dict[str, list[Step]] = {
         ),
         (40.0, TICK, [WAIT]),
     ],
-    "not Stable at the deadline: no action; the stall timeout counts afresh once Stable again": [
+    "Empty (or any state neither Stable nor a rebalance) at the deadline: no action; counts afresh once Stable": [
         *STARTED,
         (31.0, TICK, [Describe()]),
-        (31.1, view(state=GroupState.PREPARING_REBALANCE), [Wait(36.1)]),
+        (31.1, view(state=GroupState.EMPTY), [Wait(36.1)]),
         (36.1, TICK, [Describe()]),
-        (36.2, view(state=GroupState.COMPLETING_REBALANCE), [Wait(41.2)]),
+        (36.2, view(state=GroupState.UNKNOWN), [Wait(41.2)]),
         (41.2, TICK, [Describe()]),
         (41.3, view(), [Wait(46.3)]),
         (71.2, TICK, [Wait(71.3)]),
         (71.3, TICK, [Describe()]),
         (71.4, view(), [evict(70.4)]),
+    ],
+    "a rebalance waiting on a member silent for the stall timeout: evicted at once, the state in the reason": [
+        *STARTED,
+        (31.0, TICK, [Describe()]),
+        (31.1, view(state=GroupState.PREPARING_REBALANCE), [evict_waiting(30.1, GroupState.PREPARING_REBALANCE)]),
+    ],
+    "a rebalance before the deadline: looked at each check interval, acted on at the member's own deadline": [
+        *STARTED,
+        (10.0, beacon(), [WAIT]),  # the last poll: its stall deadline is 40
+        (20.0, view(state=GroupState.COMPLETING_REBALANCE), [Wait(25.0)]),  # a view taken anyway (the edge's)
+        (25.0, TICK, [Describe()]),
+        (25.1, view(state=GroupState.COMPLETING_REBALANCE), [Wait(30.1)]),
+        (38.0, TICK, [Describe()]),
+        (38.1, view(state=GroupState.COMPLETING_REBALANCE), [Wait(40.0)]),
+        (40.0, TICK, [Describe()]),
+        (40.1, view(state=GroupState.COMPLETING_REBALANCE), [evict_waiting(30.1, GroupState.COMPLETING_REBALANCE)]),
+    ],
+    "a KIP-848 group reconciling (librdkafka: Unknown) waits on a silent member too: evicted": [
+        *STARTED,
+        (31.0, TICK, [Describe()]),
+        (
+            31.1,
+            DescribeResult(GroupView("g", GroupState.UNKNOWN, GroupType.CONSUMER, "uniform", 1, (OURS, OTHER))),
+            [evict_waiting(30.1, GroupState.UNKNOWN)],
+        ),
+    ],
+    "an idle member the rebalance waits on is evicted too (its removal ends the wait)": [
+        *IDLE_STARTED,
+        (
+            31.1,
+            view(member(parts=0), OTHER, state=GroupState.PREPARING_REBALANCE),
+            [evict_waiting(30.1, GroupState.PREPARING_REBALANCE)],
+        ),
+    ],
+    "polling through a rebalance: never acted on; the count restarts at the first Stable view": [
+        *STARTED,
+        (20.0, beacon(), [WAIT]),
+        (25.0, view(state=GroupState.PREPARING_REBALANCE), [WAIT]),  # a view taken anyway (the edge's)
+        (30.0, beacon(), [Describe()]),  # rebalancing: looked at each check interval
+        (30.1, view(state=GroupState.PREPARING_REBALANCE), [WAIT]),
+        (35.1, TICK, [Describe()]),
+        (35.2, view(state=GroupState.PREPARING_REBALANCE), [WAIT]),
+        (38.0, beacon(), [WAIT]),  # the last poll
+        (40.2, TICK, [Describe()]),
+        (40.3, view(), [WAIT]),  # Stable: the stall timeout counts from here
+        (70.2, TICK, [Wait(70.3)]),  # 30 s after the Stable view, not after the poll at 38
+        (70.3, TICK, [Describe()]),
+        (70.4, view(), [evict(32.4)]),
     ],
     "the stalled member left in the meantime: nothing to do, quietly": [
         *STARTED,
@@ -230,20 +307,12 @@ CASES: dict[str, list[Step]] = {
         (31.1, view(member("pod-0-t", instance_id="ns-pod-0"), OTHER), [Alert(AlertKind.IDENTITY, "*"), WAIT]),
     ],
     "an idle member (no partitions, by the app and by the broker) is never evicted": [
-        (0.0, TICK, [LookupCoordinator()]),
-        (0.1, CoordinatorResult(1), [WAIT]),
-        (1.0, beacon(parts=0), [Describe()]),
-        (1.1, view(member(parts=0), OTHER), [WAIT]),
-        (31.0, TICK, [Describe()]),
+        *IDLE_STARTED,
         (31.1, view(member(parts=0), OTHER), [WAIT]),
         (60.0, TICK, [WAIT]),
     ],
     "partitions the broker gave after the app's last poll (KIP-848 reconciles in the background): evicted": [
-        (0.0, TICK, [LookupCoordinator()]),
-        (0.1, CoordinatorResult(1), [WAIT]),
-        (1.0, beacon(parts=0), [Describe()]),
-        (1.1, view(member(parts=0), OTHER), [WAIT]),
-        (31.0, TICK, [Describe()]),
+        *IDLE_STARTED,
         (31.1, view(member(parts=2), OTHER), [evict(30.1)]),
     ],
     "a failed lookup backs off before the next": [
@@ -316,6 +385,48 @@ def _matches(actions: list[Action], expected: list[object]) -> bool:
 @pytest.mark.parametrize("steps", CASES.values(), ids=CASES.keys())
 def test_decisions(steps: list[Step]) -> None:
     run(steps)
+
+
+def test_beacons_of_another_instance_in_the_pod_neither_reset_the_timer_nor_name_the_member() -> None:
+    """Two consumer processes in one pod: the sidecar watches its instance id (p0-a); B's beacons (p0-b) keep coming
+    while A is stalled, and neither hide A's stall nor make B the member to prove."""
+    a, b = member("p0-a-1", instance_id="p0-a"), member("p0-b-1", instance_id="p0-b")
+    run(
+        [
+            (0.0, TICK, [LookupCoordinator()]),
+            (0.1, CoordinatorResult(1), [WAIT]),
+            (0.5, beacon("p0-b-1", instance_id="p0-b"), [WAIT]),  # not watched: nothing to prove yet
+            (1.0, beacon("p0-a-1", instance_id="p0-a"), [Describe()]),
+            (1.1, view(a, b), [WAIT]),
+            *[(t, beacon("p0-b-1", instance_id="p0-b"), [WAIT]) for t in (10.0, 20.0, 30.0)],
+            (31.0, TICK, [Describe()]),
+            (31.1, view(a, b), [evict(30.1, "p0-a-1", "p0-a")]),
+        ],
+        replace(CFG, instance_id="p0-a"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("last_poll", "due"),
+    [(None, True), (0.5, True), (1.0, True), (1.0001, False), (31.5, False)],
+)
+def test_an_eviction_goes_out_only_while_the_silence_lasts(last_poll: float | None, due: bool) -> None:
+    """Decided on the poll at t=1: each attempt, retries included, is sent only while no later poll has been seen (a
+    retry through a coordinator move must not remove an app that polls again)."""
+    assert wd.eviction_due(Evict("pod-0-a", None, "r", silent_since=1.0), last_poll) is due
+
+
+def test_the_evict_action_carries_the_poll_it_was_judged_from() -> None:
+    state = WatchdogState.initial(CFG)
+    for now, observation, _ in STARTED:
+        state, _ = wd.decide(state, observation, now)
+    state, _ = wd.decide(state, TICK, 31.0)  # describe
+    _, actions = wd.decide(state, view(), 31.2)
+    (evict_action,) = actions
+    assert isinstance(evict_action, Evict)
+    assert evict_action.silent_since == 1.0  # the beacon at t=1
+    assert wd.eviction_due(evict_action, 1.0)
+    assert not wd.eviction_due(evict_action, 20.0)
 
 
 def test_restart_action_flips_the_probe_once() -> None:

@@ -5,7 +5,9 @@ rebalances, a coordinator that answers after a latency) drives `decide` as the s
 - always acts within the threshold + one check interval once stalled in a Stable group (answers and wake-ups each
   late by less than half a check interval);
 - never acts twice on a member within a cooldown (a retry of a failed LeaveGroup is the same act);
-- never acts while the group is not Stable, nor on a view older than one check interval;
+- never acts while the group is neither Stable nor rebalancing, nor on a view older than one check interval; while
+  it rebalances, only on a member that has not polled for the stall timeout (the group waits on it);
+- always evicts within the threshold + one check interval a member stalled through a rebalance;
 - never acts on a member whose only relation to the pod is the host;
 - always makes progress: every `Wait` ends in the future.
 """
@@ -51,6 +53,8 @@ class World:
     config: WatchdogConfig
     polls: list[float]
     unstable: list[tuple[float, float]] = field(default_factory=list)
+    unstable_state: GroupState = GroupState.PREPARING_REBALANCE
+    """What the group is during the `unstable` windows: rebalancing (waiting on its members), or Empty/Unknown."""
     latency: float = 0.0
     lateness: float = 0.0
     leave_answers: list[str] = field(default_factory=lambda: ["NONE"])
@@ -66,7 +70,7 @@ class World:
 
     def state_at(self, t: float) -> GroupState:
         rebalancing = any(start <= t < start + length for start, length in self.unstable)
-        return GroupState.PREPARING_REBALANCE if rebalancing else GroupState.STABLE
+        return self.unstable_state if rebalancing else GroupState.STABLE
 
     def run(self, end: float) -> None:  # noqa: PLR0912 - the whole simulated world in one loop
         last_answer: dict[str, str] = {}
@@ -179,6 +183,11 @@ ANSWERS = st.lists(
 WINDOWS = st.lists(st.tuples(st.floats(0.0, 600.0), st.floats(1.0, 90.0)), max_size=3)
 
 
+UNSTABLE_STATES = st.sampled_from(
+    [GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY, GroupState.UNKNOWN]
+)
+
+
 @st.composite
 def worlds(draw: st.DrawFn, *, stable: bool = False, answers: bool = True, host_only: bool = False) -> World:
     config = draw(configs())
@@ -186,6 +195,7 @@ def worlds(draw: st.DrawFn, *, stable: bool = False, answers: bool = True, host_
         config=config,
         polls=draw(polls()),
         unstable=[] if stable else draw(WINDOWS),
+        unstable_state=draw(UNSTABLE_STATES),
         latency=draw(st.floats(0.0, 0.49)) * config.check_interval,
         lateness=draw(st.floats(0.0, 0.49)) * config.check_interval,
         leave_answers=draw(ANSWERS) if answers else ["NONE"],
@@ -233,16 +243,42 @@ def test_never_twice_on_a_member_within_a_cooldown(world: World) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(worlds())
-def test_never_acts_while_the_group_is_not_stable(world: World) -> None:
+def test_never_acts_unless_stable_or_rebalancing_on_a_member_silent_for_the_stall_timeout(world: World) -> None:
     world.run(end=1500.0)
     for now, _ in world.acts():
         seen = [(at, group_state) for at, group_state in world.views if at <= now]
         assert seen, "acted without having looked at the group"
         at, group_state = seen[-1]
-        assert group_state is GroupState.STABLE
+        assert group_state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
         assert now - at <= world.config.check_interval
+        last = world.last_poll_before(now)
+        assert last is not None
+        if group_state is not GroupState.STABLE:
+            assert at - last >= world.config.stall_timeout  # the view shows a member silent for the stall timeout
         if world.latency == 0.0:
-            assert world.state_at(now) is GroupState.STABLE
+            assert world.state_at(now) is group_state
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    worlds(answers=False).filter(
+        lambda w: w.config.action is StallAction.LEAVE_GROUP and w.unstable_state is GroupState.PREPARING_REBALANCE
+    )
+)
+def test_always_evicts_a_member_stalled_through_a_rebalance_within_threshold_plus_one_check_interval(
+    world: World,
+) -> None:
+    """A rebalance that begins before a member's stall timeout and lasts past it (the group waiting on the member)
+    does not hold the eviction back: it comes at the last poll + the stall timeout + one check interval at most."""
+    cfg = world.config
+    last = world.polls[-1]
+    threshold = last + cfg.stall_timeout
+    waiting = [b for b, n in world.unstable if last < b < threshold and b + n > threshold + cfg.check_interval]
+    world.run(end=threshold + 3 * cfg.check_interval)
+    if not waiting:
+        return
+    evicted = [now for now, a in world.log if isinstance(a, Evict)]
+    assert any(threshold <= t <= threshold + cfg.check_interval for t in evicted), (last, world.unstable, evicted)
 
 
 @settings(max_examples=200, deadline=None)
@@ -252,6 +288,19 @@ def test_never_acts_on_a_member_related_to_the_pod_by_host_only(world: World) ->
     assert world.acts() == []
     identity_alerts = [a for _, a in world.log if isinstance(a, Alert) and a.kind is AlertKind.IDENTITY]
     assert len(identity_alerts) <= 1
+
+
+def test_the_simulation_does_evict_a_member_stalled_through_a_rebalance() -> None:
+    """Not vacuous either: a rebalance from t=25 to t=85 waits on a member silent since t=11; evicted at the threshold
+    (41) + at most one check interval, not at the rebalance's end."""
+    config = WatchdogConfig(pod_name=POD, stall_timeout=30.0, check_interval=5.0, cooldown=60.0, session_timeout=45.0)
+    world = World(config=config, polls=[1.0, 11.0], unstable=[(25.0, 60.0)], latency=0.2, lateness=1.0)
+    world.run(end=200.0)
+    [(at, member_id, retry)] = world.evictions
+    assert (member_id, retry) == ("pod-0-0", False)
+    assert 11.0 + 30.0 <= at <= 11.0 + 30.0 + 5.0
+    reasons = [a.reason for _, a in world.log if isinstance(a, Evict)]
+    assert reasons == ["vigil: no poll for 30.2s (stall timeout 30s) while the group waits for it (PreparingRebalance)"]
 
 
 def test_the_simulation_does_evict_a_stalled_member() -> None:

@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
 
 from vigil_core.kafka import retry, wire
 from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView, TopicPartitionRef
-from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, Reaction, classify
+from vigil_core.kafka.outcomes import APP_POLLED, TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_core.rules import BrokerLimits
 
@@ -109,6 +109,11 @@ class GroupClient:
             self._sleep(retry.backoff(attempt))
         raise GroupClientError(outcome, f"FindCoordinator for group {group_id!r}")
 
+    def connect(self, group_id: str) -> None:
+        """Open this client's connection to the group's coordinator ahead of need (one DescribeGroups through it): a
+        later request to the coordinator — a bridge's heartbeat — then waits for no TLS/SASL handshake."""
+        self._wire.subscriptions(self.coordinator(group_id), group_id)
+
     def forget_coordinator(self, group_id: str) -> None:
         self._coordinators.pop(group_id, None)
 
@@ -151,14 +156,23 @@ class GroupClient:
             )
             for m in desc.members
         )
+        state = _enum(GroupState, desc.state, GroupState.UNKNOWN)
+        if group_type is GroupType.CONSUMER and state is GroupState.UNKNOWN:
+            state = self._kip848_state(desc.coordinator.id, group_id)
         return GroupView(
             group_id=group_id,
-            state=_enum(GroupState, desc.state, GroupState.UNKNOWN),
+            state=state,
             type=group_type,
             assignor=desc.partition_assignor or "",
             coordinator_id=desc.coordinator.id,
             members=members,
         )
+
+    def _kip848_state(self, coordinator: int, group_id: str) -> GroupState:
+        """librdkafka names no KIP-848 state but Stable, Empty and Dead: Assigning and Reconciling come back Unknown
+        (librdkafka `rd_kafka_consumer_group_state_code`). ConsumerGroupDescribe names it; still Unknown if it fails."""
+        code, name = self._wire.consumer_group_state(coordinator, group_id)
+        return _enum(GroupState, name, GroupState.UNKNOWN) if code == 0 else GroupState.UNKNOWN
 
     def committed_offsets(self, group_id: str) -> dict[TopicPartitionRef, int]:
         """Committed offset per partition the group has committed for (partitions without a commit left out)."""
@@ -223,6 +237,8 @@ class GroupClient:
             consumer_max_heartbeat_ms=value(
                 "group.consumer.max.heartbeat.interval.ms", defaults.consumer_max_heartbeat_ms
             ),
+            consumer_session_ms=value("group.consumer.session.timeout.ms", defaults.consumer_session_ms),
+            consumer_heartbeat_ms=value("group.consumer.heartbeat.interval.ms", defaults.consumer_heartbeat_ms),
             from_defaults=False,
         )
 
@@ -241,9 +257,10 @@ class GroupClient:
 
         session = configs.get(GROUP_SESSION_CONFIG)
         override = None if session is None or session.value is None or session.is_default else int(session.value)
+        kafka = BrokerLimits()  # a group config absent from the answer (an older broker): Kafka's default
         return GroupTimings(
-            session_ms=ms(GROUP_SESSION_CONFIG, 45000),
-            heartbeat_ms=ms(GROUP_HEARTBEAT_CONFIG, 5000),
+            session_ms=ms(GROUP_SESSION_CONFIG, kafka.consumer_session_ms),
+            heartbeat_ms=ms(GROUP_HEARTBEAT_CONFIG, kafka.consumer_heartbeat_ms),
             session_override_ms=override,
         )
 
@@ -268,11 +285,15 @@ class GroupClient:
         reason: str,
         *,
         group_type: GroupType = GroupType.CLASSIC,
+        proceed: Callable[[], bool] | None = None,
     ) -> Outcome:
         """Compare-and-remove: LeaveGroup for exactly the observed (member id, instance id) pair.
 
         If the instance id now maps to a newer member, the coordinator answers FENCED_INSTANCE_ID and removes
-        nothing; if the member already left, UNKNOWN_MEMBER_ID (already gone).
+        nothing; if the member already left, UNKNOWN_MEMBER_ID (already gone). `proceed` is asked right before every
+        attempt (retries included): False → nothing is sent, APP_POLLED. An eviction for a stall passes the
+        member's liveness check: LeaveGroup carries no generation or epoch, and a KIP-848 member keeps its member id
+        across fencing, so a retry could otherwise remove a member that is polling again.
         """
         if not member_id:
             raise ValueError("remove_member needs the observed member id (remove_departed_static is for scale-down)")
@@ -282,7 +303,7 @@ class GroupClient:
                 message=f"removing a KIP-848 member needs a Kafka 4.0+ broker; this one is "
                 f"{'.'.join(map(str, self._wire.broker_version()))}",
             )
-        return self._leave(group_id, wire.LeaveIdentity(member_id, instance_id, _reason(reason)))
+        return self._leave(group_id, wire.LeaveIdentity(member_id, instance_id, _reason(reason)), proceed)
 
     def rebalance_removing(
         self, group_id: str, member: MemberView, reason: str, *, protocol: str, hold_seconds: float
@@ -328,10 +349,12 @@ class GroupClient:
         """Remove whoever holds `instance_id` now: only for static members that are gone for good (scale-down)."""
         return self._leave(group_id, wire.LeaveIdentity("", instance_id, _reason(reason)))
 
-    def _leave(self, group_id: str, identity: wire.LeaveIdentity) -> Outcome:
+    def _leave(self, group_id: str, identity: wire.LeaveIdentity, proceed: Callable[[], bool] | None = None) -> Outcome:
         member_codes: list[int] = []
 
         def send(node: int) -> int:
+            if proceed is not None and not proceed():
+                return APP_POLLED
             result = self._wire.leave_group(node, group_id, [identity])
             member_codes[:] = [code for _, _, code in result.members]
             return result.code
@@ -340,6 +363,17 @@ class GroupClient:
         if outcome.reaction is not Reaction.DONE or not member_codes:
             return outcome
         return classify(Api.LEAVE_GROUP, member_codes[0])
+
+    def release_static_member(self, group_id: str, member_id: str, instance_id: str) -> Outcome:
+        """Release a dead KIP-848 static member's instance id (ConsumerGroupHeartbeat, epoch -2, on its behalf): its
+        replacement takes the member and its assignment over instead of failing with UNRELEASED_INSTANCE_ID (fatal
+        in the Java client and librdkafka) until the session timeout fences it. Compare-and-release: only while
+        `member_id` holds `instance_id`."""
+        return self._at_coordinator(
+            Api.CONSUMER_GROUP_HEARTBEAT,
+            group_id,
+            lambda node: self._wire.release_static_member(node, group_id, member_id, instance_id),
+        )
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> Outcome:
         """One Heartbeat on behalf of a member (bridging a static member whose app is restarting)."""

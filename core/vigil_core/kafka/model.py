@@ -23,6 +23,11 @@ class GroupState(StrEnum):
     UNKNOWN = "Unknown"
 
 
+_REBALANCING = frozenset(
+    {GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.RECONCILING, GroupState.ASSIGNING}
+)
+
+
 @dataclass(frozen=True, order=True)
 class TopicPartitionRef:
     topic: str
@@ -63,6 +68,14 @@ class GroupView:
     @property
     def stable(self) -> bool:
         return self.state is GroupState.STABLE
+
+    @property
+    def rebalancing(self) -> bool:
+        """The group is between generations or epochs, waiting on its members: a classic join or sync phase, or a
+        KIP-848 group reconciling or assigning. `GroupClient.describe` names the KIP-848 states (librdkafka's
+        describe knows none but Stable, Empty and Dead: `rd_kafka_consumer_group_state_code`); should that fail,
+        Unknown in a KIP-848 group can only be one of the two, so it counts as a rebalance too."""
+        return self.state in _REBALANCING or (self.type is GroupType.CONSUMER and self.state is GroupState.UNKNOWN)
 
     def member(self, member_id: str) -> MemberView | None:
         return next((m for m in self.members if m.member_id == member_id), None)

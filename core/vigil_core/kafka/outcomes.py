@@ -22,20 +22,32 @@ Why, for the cells that are not obvious:
   broker version before evicting from a consumer-protocol group.
 - LeaveGroup, FENCED_INSTANCE_ID → NOTHING_TO_DO: the instance id maps to a newer member id (the pod restarted);
   compare-and-remove refused to remove it, which is its purpose. Retrying would be wrong.
-- LeaveGroup, REQUEST_TIMED_OUT → RETRY_BACKOFF: safe only because the request carries the observed
-  (member id, instance id) pair; if the first attempt landed, the retry answers UNKNOWN_MEMBER_ID.
+- LeaveGroup, REQUEST_TIMED_OUT → RETRY_BACKOFF: the request carries the observed (member id, instance id) pair,
+  and LeaveGroup carries no generation or epoch. A classic member that rejoined has a new member id (the retry
+  answers UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID), but a KIP-848 member keeps its member id across fencing
+  (KIP-1082: the client makes it once), so a retry after a landed attempt removes it again; and a member that
+  polls again in the meantime is the same member either way. So a caller acting on a stall re-checks the member's
+  liveness before every attempt (`GroupClient.remove_member(proceed=...)`): not sent → APP_POLLED.
+- LeaveGroup, APP_POLLED → NOTHING_TO_DO: vigil's own code for an eviction not sent because the app polled again
+  after the stall was decided; the stall is over, nothing to retry.
 - LeaveGroup, FENCED_MEMBER_EPOCH → ALREADY_GONE and UNRELEASED_INSTANCE_ID → NOTHING_TO_DO: not produced by the
   4.x LeaveGroup path; kept so a future broker's answer is not retried (a fenced KIP-848 member has lost its
   partitions; an unreleased instance id belongs to someone else).
 - Heartbeat, REBALANCE_IN_PROGRESS → REFRESH_AND_RETRY: the heartbeat counted (the coordinator rescheduled the
   member's timer). Stopping a bridge here makes things worse (research §9: the absent member is kept, given
   partitions, then expired at pending-sync, a second rebalance), so re-describe and apply `onForeignRebalance`.
-- Heartbeat, ILLEGAL_GENERATION → REFRESH_AND_RETRY: the member is there but the generation moved on without it
-  (or ours was stale) and the heartbeat did not count: re-read the generation, then remove or stop.
+- Heartbeat, ILLEGAL_GENERATION → STOP: the member is there but the generation moved on without it (ours, the
+  app's last report, is stale) and the heartbeat did not count (the coordinator validates the generation before it
+  reschedules the member's session: GroupMetadataManager `validateClassicGroupHeartbeat`). Removing the member would
+  cost two rebalances where stock Kafka costs none if the app is back within its session; so bridging stops and
+  the session decides.
 - Heartbeat, UNKNOWN_MEMBER_ID / GROUP_ID_NOT_FOUND → STOP: nobody is left to keep alive.
 - Heartbeat, FENCED_INSTANCE_ID → STOP: usually the restarted app rejoined and the bridge's job is done.
 - Heartbeat, FENCED_MEMBER_EPOCH / UNRELEASED_INSTANCE_ID → STOP: a classic Heartbeat gets UNKNOWN_MEMBER_ID or
   ILLEGAL_GENERATION from 4.x instead; kept so the member is never kept alive against the coordinator's word.
+- ConsumerGroupHeartbeat (epoch -2, a dead KIP-848 static member released on its behalf): UNKNOWN_MEMBER_ID /
+  GROUP_ID_NOT_FOUND → ALREADY_GONE (nobody to release); FENCED_INSTANCE_ID → NOTHING_TO_DO (the instance id moved to
+  a newer member: the replacement is in; the release is compare-and-release, it changed nothing).
 - OffsetFetch, UNSTABLE_OFFSET_COMMIT → RETRY_BACKOFF: a transaction holds pending offsets; they settle.
 - DescribeGroup / OffsetFetch, GROUP_ID_NOT_FOUND → REPORT: no member yet, deleted, or the other protocol type
   (DescribeGroups on a KIP-848 group): nothing to watch, never a reason to act.
@@ -70,6 +82,8 @@ class Api(StrEnum):
     """The cluster id (the operator tells clusters apart by it)."""
     JOIN_GROUP = "JoinGroup"
     """A pending member that keeps a deliberate rebalance's join phase open until the removed member is back."""
+    CONSUMER_GROUP_HEARTBEAT = "ConsumerGroupHeartbeat"
+    """KIP-848, epoch -2 on a dead static member's behalf: its instance id released for its replacement."""
 
 
 class Reaction(StrEnum):
@@ -99,6 +113,10 @@ TRANSPORT_ERROR: Final = -2
 Kafka's only negative code is -1 and librdkafka's local errors are -200..-100, so -2 collides with neither.
 The I/O layer maps its library's transport failures to it."""
 
+APP_POLLED: Final = -4
+"""Pseudo code for an eviction vigil did not send: the member's app polled again after the stall was decided (its
+caller's liveness check, asked before every attempt, said no). -3 is the sidecar's budget refusal."""
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -121,6 +139,7 @@ class Outcome:
 # Kafka's catalog, code -> (name, retriable): facts, not policy.
 _KAFKA_ERRORS: Final[Mapping[int, tuple[str, bool]]] = {
     TRANSPORT_ERROR: ("TRANSPORT_ERROR", True),
+    APP_POLLED: ("APP_POLLED", False),
     -1: ("UNKNOWN_SERVER_ERROR", False),
     0: ("NONE", False),
     3: ("UNKNOWN_TOPIC_OR_PARTITION", True),
@@ -155,7 +174,14 @@ _KAFKA_ERRORS: Final[Mapping[int, tuple[str, bool]]] = {
 _CODES: Final[Mapping[str, int]] = {name: code for code, (name, _) in _KAFKA_ERRORS.items()}
 
 _ALL: Final = tuple(Api)
-_COORDINATED: Final = (Api.DESCRIBE_GROUP, Api.LEAVE_GROUP, Api.HEARTBEAT, Api.OFFSET_FETCH, Api.JOIN_GROUP)
+_COORDINATED: Final = (
+    Api.DESCRIBE_GROUP,
+    Api.LEAVE_GROUP,
+    Api.HEARTBEAT,
+    Api.OFFSET_FETCH,
+    Api.JOIN_GROUP,
+    Api.CONSUMER_GROUP_HEARTBEAT,
+)
 """Requests the group coordinator answers."""
 _GROUP: Final = (Api.FIND_COORDINATOR, *_COORDINATED)
 """Requests that name a group (and are authorized against it)."""
@@ -168,6 +194,7 @@ _LIST: Final = (Api.LIST_OFFSETS,)
 _CONFIGS: Final = (Api.DESCRIBE_CONFIGS,)
 _ALTER: Final = (Api.ALTER_CONFIGS,)
 _JOIN: Final = (Api.JOIN_GROUP,)
+_RELEASE: Final = (Api.CONSUMER_GROUP_HEARTBEAT,)
 
 _R = Reaction
 _BACKOFF = "retrying after a backoff"
@@ -211,6 +238,12 @@ _ROWS: Final[tuple[tuple[tuple[Api, ...], str, Reaction, str], ...]] = (
     (_DESCRIBE, "TOPIC_AUTHORIZATION_FAILED", _R.REPORT, f"Describe denied by a topic's ACLs; {_NO_ACTION}."),
     # leave, always compare-and-remove
     (_LEAVE, "UNKNOWN_MEMBER_ID", _R.ALREADY_GONE, "The member already left or expired: the eviction's goal is met."),
+    (
+        _LEAVE,
+        "APP_POLLED",
+        _R.NOTHING_TO_DO,
+        "Not sent: the app polled again after the stall was decided, so there is no stall left to act on.",
+    ),
     (_LEAVE, "GROUP_ID_NOT_FOUND", _R.ALREADY_GONE, "The group is gone, and the member with it: the goal is met."),
     (
         _LEAVE,
@@ -235,8 +268,8 @@ _ROWS: Final[tuple[tuple[tuple[Api, ...], str, Reaction, str], ...]] = (
     (
         _HEARTBEAT,
         "ILLEGAL_GENERATION",
-        _R.REFRESH_AND_RETRY,
-        "The generation moved on without the bridged member: re-describing to remove it or stop.",
+        _R.STOP,
+        "The generation moved on without the bridged member: its heartbeats no longer count, bridging stops.",
     ),
     (_HEARTBEAT, "UNKNOWN_MEMBER_ID", _R.STOP, "The member expired or was removed: bridging ends."),
     (_HEARTBEAT, "GROUP_ID_NOT_FOUND", _R.STOP, "The group is gone: bridging ends."),
@@ -267,6 +300,16 @@ _ROWS: Final[tuple[tuple[tuple[Api, ...], str, Reaction, str], ...]] = (
         _R.REPORT,
         "The broker refused the pending member's session timeout: the rebalance goes ahead without it.",
     ),
+    # a dead KIP-848 static member's instance id released (epoch -2 on its behalf)
+    (_RELEASE, "UNKNOWN_MEMBER_ID", _R.ALREADY_GONE, "No member holds the instance id any more: nothing to release."),
+    (_RELEASE, "GROUP_ID_NOT_FOUND", _R.ALREADY_GONE, "The group is gone: nothing to release."),
+    (
+        _RELEASE,
+        "FENCED_INSTANCE_ID",
+        _R.NOTHING_TO_DO,
+        "The instance id belongs to a newer member (the replacement is in): the dead one was already replaced.",
+    ),
+    (_RELEASE, "INVALID_REQUEST", _R.REPORT, f"The broker refused the release as malformed; {_NO_ACTION}."),
     # committed offsets
     (_OFFSETS, "UNSTABLE_OFFSET_COMMIT", _R.RETRY_BACKOFF, f"A transaction holds pending offsets: {_BACKOFF}."),
     (_OFFSETS, "GROUP_ID_NOT_FOUND", _R.REPORT, "The group has no committed offsets: no lag to judge, no action."),

@@ -1,6 +1,9 @@
 """The requests confluent-kafka cannot send, over kafka-python (pinned): FindCoordinator, LeaveGroup v3-v5
 (per-member identities with KIP-800 reasons), Heartbeat v3+ (on behalf of a static member), JoinGroup v4+ (a
-pending member only), and DescribeGroups for the classic consumer protocol metadata (subscriptions).
+pending member only), DescribeGroups for the classic consumer protocol metadata (subscriptions), and the two KIP-848
+APIs kafka-python 3.0 does not define, from schemas in `vigil_core.kafka.messages`: ConsumerGroupDescribe (the
+group's real state: librdkafka reports Assigning and Reconciling as Unknown) and
+ConsumerGroupHeartbeat with epoch -2 (a dead static member's instance id released on its behalf).
 
 Only this module imports kafka-python. It returns raw error codes; `outcomes.classify` decides what they
 mean. Transport failures become `outcomes.TRANSPORT_ERROR`.
@@ -13,12 +16,37 @@ from typing import Any
 import kafka.errors
 from kafka import KafkaAdminClient
 from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from kafka.protocol.metadata import FindCoordinatorRequest
 
+from vigil_core.kafka import messages
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR
 from vigil_core.kafka.security import KafkaConnection
+
+# the class names are the schemas' file names in vigil_core/kafka/messages (kafka-python loads them by name)
+
+
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=messages):  # type: ignore[call-arg,misc]
+    pass
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=messages):  # type: ignore[call-arg,misc]
+    pass
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=messages):  # type: ignore[call-arg,misc]
+    pass
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=messages):  # type: ignore[call-arg,misc]
+    pass
+
+
+#: ConsumerGroupHeartbeat's epoch for "a static member leaves for now": its instance id is released, its assignment
+#: kept until its session timeout, for the member that rejoins under the instance id to take over.
+LEAVE_STATIC_MEMBER_EPOCH = -2
 
 BOOTSTRAP_FLOOR = 5.0
 """Seconds the first connection may take however short the request timeout (a TLS + SASL handshake far away)."""
@@ -165,6 +193,30 @@ class GroupWire:
             return int(self._send(request, coordinator).error_code)
         except _TRANSPORT:
             return TRANSPORT_ERROR
+
+    def release_static_member(self, coordinator: int, group_id: str, member_id: str, instance_id: str) -> int:
+        """ConsumerGroupHeartbeat with epoch -2 on a KIP-848 static member's behalf, what its client sends when it
+        closes: the coordinator releases the instance id (the member's epoch becomes -2, its assignment stays until
+        its session timeout), so a replacement under the instance id takes the member over instead of being refused
+        with UNRELEASED_INSTANCE_ID. Compare-and-release: a member id that no longer holds the instance id gets
+        FENCED_INSTANCE_ID, nothing changes. Returns the error code."""
+        request = ConsumerGroupHeartbeatRequest(
+            group_id=group_id, member_id=member_id, member_epoch=LEAVE_STATIC_MEMBER_EPOCH, instance_id=instance_id
+        )
+        try:
+            return int(self._send(request, coordinator).error_code)
+        except _TRANSPORT:
+            return TRANSPORT_ERROR
+
+    def consumer_group_state(self, coordinator: int, group_id: str) -> tuple[int, str]:
+        """A KIP-848 group's state as ConsumerGroupDescribe names it (Empty, Assigning, Reconciling, Stable, Dead):
+        (error code, state)."""
+        request = ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False)
+        try:
+            group = self._send(request, coordinator).groups[0]
+        except _TRANSPORT:
+            return TRANSPORT_ERROR, ""
+        return int(group.error_code), str(group.group_state or "")
 
     def subscriptions(self, coordinator: int, group_id: str) -> dict[str, tuple[str, ...]]:
         """member id -> subscribed topics, decoded from the classic consumer protocol metadata."""

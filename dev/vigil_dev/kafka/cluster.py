@@ -77,7 +77,7 @@ class KafkaCluster:
 
     @property
     def tls_files(self) -> TlsFiles | None:
-        if self.security is not Security.SSL:
+        if not self.security.tls:
             return None
         return tls.write_tls_files(self.home / "tls", hosts=("localhost", "127.0.0.1", self.client_host))
 
@@ -85,13 +85,15 @@ class KafkaCluster:
         """How a client reaches this cluster (SASL as `user`: `admin` is a super user, `app` has no ACLs)."""
         if self.security is Security.PLAINTEXT:
             return KafkaConnection(bootstrap_servers=self.bootstrap)
-        if self.security is Security.SASL_SCRAM:
+        if self.security.sasl:
+            files = self.tls_files  # SCRAM over TLS: the broker's CA
             return KafkaConnection(
                 bootstrap_servers=self.bootstrap,
-                security_protocol=Protocol.SASL_PLAINTEXT,
+                security_protocol=Protocol.SASL_SSL if files else Protocol.SASL_PLAINTEXT,
                 sasl_mechanism=Mechanism(SCRAM_MECHANISM),
                 sasl_username=user,
                 sasl_password_file=self.home / "secrets" / user,
+                ssl_ca_file=files.ca if files else None,
             )
         files = self.tls_files
         assert files is not None
@@ -147,7 +149,7 @@ class KafkaCluster:
         args = ["format", "-t", self.cluster_id, "-c", str(props), "--ignore-formatted"]
         if len(self.nodes) == 1:
             args.append("--standalone")
-        if self.security is Security.SASL_SCRAM:
+        if self.security.sasl:
             args += scram_format_args(self.passwords)
         result = subprocess.run(
             self._java(node.node_id, "kafka.tools.StorageTool", *args),
@@ -250,9 +252,7 @@ def create(
         cluster_id=_cluster_id(),
         security=security,
         nodes=nodes,
-        passwords={ADMIN_USER: secrets.token_hex(12), APP_USER: secrets.token_hex(12)}
-        if security is Security.SASL_SCRAM
-        else {},
+        passwords={ADMIN_USER: secrets.token_hex(12), APP_USER: secrets.token_hex(12)} if security.sasl else {},
         client_host=client_host,
     )
     _write_layout(cluster)

@@ -13,6 +13,16 @@ class Security(StrEnum):
     PLAINTEXT = "plaintext"
     SASL_SCRAM = "sasl-scram"
     SSL = "ssl"
+    SASL_SCRAM_TLS = "sasl-scram-tls"
+    """SASL/SCRAM over TLS (SASL_SSL): the ACLs of `sasl-scram`, the server certificate of `ssl` (no client's)."""
+
+    @property
+    def sasl(self) -> bool:
+        return self in (Security.SASL_SCRAM, Security.SASL_SCRAM_TLS)
+
+    @property
+    def tls(self) -> bool:
+        return self in (Security.SSL, Security.SASL_SCRAM_TLS)
 
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
@@ -74,6 +84,7 @@ def node_properties(
         Security.PLAINTEXT: "PLAINTEXT",
         Security.SASL_SCRAM: "SASL_PLAINTEXT",
         Security.SSL: "SSL",
+        Security.SASL_SCRAM_TLS: "SASL_SSL",
     }[security]
     props: dict[str, str] = {
         "process.roles": "broker,controller",
@@ -99,7 +110,7 @@ def node_properties(
         props["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{node.controller}"
     else:
         props["controller.quorum.voters"] = ",".join(f"{n.node_id}@127.0.0.1:{n.controller}" for n in nodes)
-    if security is Security.SASL_SCRAM:
+    if security.sasl:
         props.update(
             {
                 "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
@@ -117,16 +128,17 @@ def node_properties(
                 },
             }
         )
-    if security is Security.SSL:
+    if security.tls:
         if tls is None:
-            raise ValueError("ssl security needs TLS files")
+            raise ValueError(f"{security.value} security needs TLS files")
         props.update(
             {
                 "listener.name.client.ssl.keystore.type": "PEM",
                 "listener.name.client.ssl.keystore.location": str(tls.broker_bundle),
                 "listener.name.client.ssl.truststore.type": "PEM",
                 "listener.name.client.ssl.truststore.location": str(tls.ca),
-                "listener.name.client.ssl.client.auth": "required",
+                # mutual TLS authenticates the client in `ssl` mode; SASL does in `sasl-scram-tls`
+                "listener.name.client.ssl.client.auth": "required" if security is Security.SSL else "none",
             }
         )
     return props

@@ -139,6 +139,10 @@ class Member:
     consumed: list[tuple[int, int, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     paused_polling: threading.Event = field(default_factory=threading.Event)
+    parked: threading.Event = field(default_factory=threading.Event)
+    """Set while the member's thread has seen `paused_polling` and calls poll() no more."""
+    polls: int = 0
+    """poll() calls so far (the member's liveness, as a watchdog would see it)."""
     member_id: str | None = None
     """As the client last reported it; read from the member's own thread (the consumer is not shared)."""
     assigned: list[tuple[str, int]] = field(default_factory=list)
@@ -149,6 +153,9 @@ class Member:
     consumer: Any = None
     consumer_factory: Callable[[ClientConfig], Any] = Consumer
     """What builds the client: confluent-kafka's Consumer, or the app helper that beacons to a sidecar."""
+    listener: bool = False
+    """Subscribe with rebalance callbacks (they do nothing): librdkafka then hands every revocation to the app's
+    poll, as the Java client does with a `ConsumerRebalanceListener` — a member that does not poll holds it up."""
     stall_on: str | None = None
     """A poison pill: on a record with this value the member stops polling (it hangs "processing" it). With
     `enable.auto.offset.store` False in `extra` the member stores each other record's offset once processed, so the
@@ -163,7 +170,11 @@ class Member:
         identity: ClientConfig = {"group.id": self.group, "client.id": self.client_id}
         conf = self.conn.confluent_config() | defaults | identity | self.extra
         self.consumer = self.consumer_factory(conf)
-        self.consumer.subscribe(self.topics)
+        if self.listener:
+            noop: Callable[[Any, list[TopicPartition]], None] = lambda _consumer, _partitions: None  # noqa: E731
+            self.consumer.subscribe(self.topics, on_assign=noop, on_revoke=noop, on_lost=noop)
+        else:
+            self.consumer.subscribe(self.topics)
         self._thread = threading.Thread(target=self._run, name=f"member-{self.client_id}", daemon=True)
         self._thread.start()
         return self
@@ -171,9 +182,12 @@ class Member:
     def _run(self) -> None:
         while not self._stop.is_set():
             if self.paused_polling.is_set():
+                self.parked.set()
                 time.sleep(0.05)
                 continue
+            self.parked.clear()
             msg = self.consumer.poll(0.2)
+            self.polls += 1
             self.member_id = self.consumer.memberid()
             self.assigned = sorted((tp.topic, tp.partition) for tp in self.consumer.assignment())
             self.group_metadata = self.consumer.consumer_group_metadata()

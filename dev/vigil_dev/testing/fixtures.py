@@ -70,3 +70,10 @@ def kafka3(artifacts_dir: Path) -> Iterator[KafkaCluster]:
 def kafka_secure(artifacts_dir: Path) -> Iterator[KafkaCluster]:
     """One node with SASL/SCRAM on the client listener and StandardAuthorizer ACLs."""
     yield from kafka_cluster(artifacts_dir, "kafka-secure", 1, Security.SASL_SCRAM)
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl_tls(artifacts_dir: Path) -> Iterator[KafkaCluster]:
+    """One node with SASL/SCRAM over TLS (SASL_SSL) on the client listener, StandardAuthorizer ACLs (marker
+    `kafka_secure`)."""
+    yield from kafka_cluster(artifacts_dir, "kafka-sasl-tls", 1, Security.SASL_SCRAM_TLS)

@@ -17,6 +17,8 @@ def start(
     *,
     beacon_addr: str,
     max_poll_interval_ms: int | None = None,
+    session_timeout_ms: int | None = None,
+    protocol: str = "classic",
 ) -> procs.Managed:
     """Start the app as a real process (again, after a kill: same log, appended); stop it with the returned
     handle's `kill()` (the crash) or `stop()` (SIGTERM)."""
@@ -25,6 +27,10 @@ def start(
     argv += ["--instance-id", instance_id]
     if max_poll_interval_ms is not None:
         argv += ["--max-poll-interval-ms", str(max_poll_interval_ms)]
+    if session_timeout_ms is not None:
+        argv += ["--session-timeout-ms", str(session_timeout_ms)]
+    if protocol != "classic":
+        argv += ["--protocol", protocol]
     env = {"PATH": "/usr/bin:/bin", **connection.to_env(), BEACON_ADDR_ENV: beacon_addr, marker_key: marker_value}
     return procs.start(
         f"app-{instance_id}",

@@ -13,7 +13,10 @@ The rules (issue #6; `start` applies the first, `step` the others):
    exactly as it would without vigil. Only static members (the instance id is what lets the app take its member
    back), and only with the generation the app reported through the helper (DescribeGroups does not give it).
    A crash loop (`crash_loop_restarts` ends of the app within `crash_window_seconds`) is not bridged, and an end
-   that makes one stops a running bridge: its member should expire and its partitions move on.
+   that makes one stops a running bridge: its member should expire and its partitions move on. The proof binds to
+   one process (`ended_member`: the member that process reported), and only a member under the caller's own
+   instance id is bridged: in a pod running two consumer processes, the end of one never bridges the other's
+   healthy member (whose bridged heartbeats would meet the dead one's expiry and end in removing it).
 2. One request at a time. A heartbeat goes out at once, then at most and at least once per interval, timed from
    send to send as Java's `Heartbeat` timer does (an answer slower than an interval is followed by the next
    heartbeat at once). None at or after the deadline, none after the end.
@@ -25,18 +28,22 @@ The rules (issue #6; `start` applies the first, `step` the others):
    - REBALANCE_IN_PROGRESS (counted: the coordinator rescheduled the member's timer) → a foreign rebalance:
      `remove` → compare-and-remove at once, so the rebalance completes now instead of keeping the absent member,
      giving it partitions and expiring it later (a second rebalance); `hold` → keep heartbeating until the hold
-     ends (the app's expected return, at most the deadline) so the app can join the same rebalance, then remove;
-   - ILLEGAL_GENERATION (not counted) → compare-and-remove under either policy: a generation that moved on
-     without the member means heartbeats can no longer keep it, and the coordinator will expire it (session
-     timeout, or pending sync after a join that kept it) and rebalance again; removing it makes that happen now.
-     No Describe first: the Remove's own answer says atomically what a view would (FENCED_INSTANCE_ID → the app
-     rejoined, UNKNOWN_MEMBER_ID → already gone, NONE → removed), with no race between looking and acting;
+     ends (the app's expected return, at most the deadline, and at most one session timeout after the rebalance
+     was first met: an eager group waits in its join phase meanwhile, every member revoked) so the app can join
+     the same rebalance, then remove;
+   - ILLEGAL_GENERATION (not counted: the coordinator does not reschedule the member's session) → "stale-generation":
+     heartbeats stop, under either policy. The generation the app last reported is older than the group's (it died
+     between a join and its next report, or a join completed without it): the bridge's heartbeats no longer count,
+     but the member is still there and the app may rejoin within its session timeout — a static rejoin in a Stable
+     group with an unchanged protocol costs no rebalance (GroupMetadataManager
+     `updateStaticMemberThenRebalanceOrCompleteJoin`), where removing it would cost two (the removal, then the
+     app's return as a new member). Not back in time, it expires at its session timeout: one rebalance, as stock;
    - RETRY_BACKOFF / REDISCOVER_COORDINATOR (no answer after the client's retries) → keep heartbeating until the
      deadline: no answer says nothing about the group, a new coordinator restarts every member's session timer
      when it loads the group, and heartbeats that do not arrive cost nothing. If it never comes back, the bridge
      ends with "deadline" and the last error;
    - REPORT (authorization, unknown errors) → "error": only a human can fix it; the member expires as without vigil.
-4. The Remove (at most one per bridge, never before a foreign rebalance or a moved generation was seen) is
+4. The Remove (at most one per bridge, never before a foreign rebalance was seen) is
    compare-and-remove with the bridged pair; its answer ends the bridge: NONE → "removed", ALREADY_GONE →
    "member-gone", NOTHING_TO_DO (FENCED_INSTANCE_ID) → "rejoined", anything else → "error" (heartbeats have
    stopped, so the member expires at its session timeout). A Remove in flight decides the outcome: the deadline,
@@ -47,7 +54,7 @@ The rules (issue #6; `start` applies the first, `step` the others):
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, Field, dataclass, fields, replace
 from typing import Any, Final, Literal, TypeGuard, get_args
 
@@ -60,11 +67,11 @@ Proof = Literal["helper-connection-closed", "container-terminated", "pod-deleted
 """How the app is known to have ended (`BridgeStartedPayload.proof`)."""
 PROOFS: Final[tuple[Proof, ...]] = get_args(Proof)
 
-EndOutcome = Literal["rejoined", "member-gone", "removed", "deadline", "crash-loop", "error"]
+EndOutcome = Literal["rejoined", "member-gone", "removed", "deadline", "crash-loop", "error", "stale-generation"]
 """How a bridge ended (`BridgeEndedPayload.outcome`); only "rejoined" is the success bridging exists for."""
 END_OUTCOMES: Final[tuple[EndOutcome, ...]] = get_args(EndOutcome)
 
-RefusalCause = Literal["no-proof", "no-member", "dynamic-member", "no-generation", "crash-loop"]
+RefusalCause = Literal["no-proof", "no-member", "dynamic-member", "no-generation", "crash-loop", "other-instance"]
 """Why a bridge was not started."""
 REFUSAL_CAUSES: Final[tuple[RefusalCause, ...]] = get_args(RefusalCause)
 
@@ -73,13 +80,17 @@ Policy = Literal["remove", "hold"]
 
 Request = Literal["heartbeat", "remove"]
 RemoveCause = Literal["rebalance", "hold-ended", "generation-moved"]
+"""Why a Remove is due. "generation-moved" is no longer decided (a moved generation stops the heartbeats instead,
+issue #23); it stays readable so a state persisted by an older version resumes as that version decided."""
 
 _REPLACED: Final = frozenset({"FENCED_INSTANCE_ID", "UNRELEASED_INSTANCE_ID"})
 """STOP answers to a Heartbeat that mean a newer member holds the instance id: the app is back. The outcome table
 gives them the same reaction as UNKNOWN_MEMBER_ID (stop); the bridge reports them differently."""
 _COUNTED: Final = "REBALANCE_IN_PROGRESS"
-"""The REFRESH_AND_RETRY answer to a Heartbeat that still counted (the coordinator rescheduled the member's timer);
-ILLEGAL_GENERATION, the other one, did not count."""
+"""The REFRESH_AND_RETRY answer to a Heartbeat that still counted (the coordinator rescheduled the member's timer)."""
+_STALE: Final = "ILLEGAL_GENERATION"
+"""The STOP answer that means the generation moved on without the member: it is still there, its heartbeats just no
+longer count (ends "stale-generation", not "member-gone")."""
 FORMAT_VERSION: Final = 1
 
 
@@ -105,15 +116,20 @@ class BridgeConfig:
     crash_loop_restarts: int = 2
     """This many ends of the app within the window make a crash loop: the end that reaches it is not bridged, and
     stops a running bridge. 2: the app that dies again soon after a restart loses its member."""
+    session_timeout: float | None = None
+    """The member's session timeout: a hold ends at most this long after the bridge first met the foreign rebalance.
+    While held, an eager group waits in its join phase with every member's partitions revoked; without vigil the
+    dead member would have expired within a session timeout, letting the join complete. None: not bounded by it."""
 
     def __post_init__(self) -> None:
         for name in ("heartbeat_interval", "max_bridge_seconds"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ValueError(f"bridge {name} must be a positive number of seconds, not {value!r}")
-        ret = self.expected_return_seconds
-        if ret is not None and not (math.isfinite(ret) and ret > 0):
-            raise ValueError(f"bridge expected_return_seconds must be positive or None, not {ret!r}")
+        for name in ("expected_return_seconds", "session_timeout"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ValueError(f"bridge {name} must be positive or None, not {value!r}")
         if not (math.isfinite(self.crash_window_seconds) and self.crash_window_seconds >= 0):
             raise ValueError(f"bridge crash_window_seconds must be 0 or more, not {self.crash_window_seconds!r}")
         if self.crash_loop_restarts < 2:
@@ -356,6 +372,19 @@ class BridgeDecodeError(ValueError):
 # --- starting ------------------------------------------------------------------------------------------------------
 
 
+def ended_member(process: str | None, reported: Mapping[str | None, Member], *, others_open: int) -> Member | None:
+    """The member whose app process ended: the one that process last reported (`reported`: the last member per
+    process token; None for beacons that named no process). An untagged report (an older helper, one process per
+    pod) stands for the process only when no other process still holds a connection: with two processes in the
+    pod it could be either's, and bridging the healthy one's member would end in removing it.
+
+    `process`: the ended connection's token (None when it named none); `others_open`: processes still holding one.
+    """
+    if process is not None and process in reported:
+        return reported[process]
+    return reported.get(None) if others_open == 0 else None
+
+
 def start(
     group_id: str,
     member: Member | None,
@@ -364,34 +393,22 @@ def start(
     earlier_ends: Sequence[float],
     now: float,
     config: BridgeConfig,
+    instance_id: str | None = None,
 ) -> "BridgeState | Refused":
     """A bridge for `member`, whose app ended at `now` as `proof` shows, or why not.
 
-    `earlier_ends`: when the app ended before, not counting this end (any age: the window is applied here). The
-    first `step` (a `Tick`) sends the first heartbeat.
+    `earlier_ends`: when the app ended before, not counting this end (any age: the window is applied here).
+    `instance_id`: the `group.instance.id` the caller keeps alive (the sidecar's pod: `VIGIL_INSTANCE_ID`); a
+    member under another one is someone else's, never bridged. None: not checked (the operator's rollout bridges
+    the member it read for the pod). The first `step` (a `Tick`) sends the first heartbeat.
     """
-    if not _is_proof(proof):
-        what = "no proof" if not proof else f"{proof!r} is not a proof"
-        return Refused(
-            "no-proof",
-            f"Not bridging: {what} that the app ended; silence never is, so a stalled but live member expires as it"
-            " would without vigil.",
-        )
-    ends = (*_within(sorted(t for t in earlier_ends if t < now), now, config.crash_window_seconds), now)
-    if len(ends) >= config.crash_loop_restarts:
-        return Refused("crash-loop", _crash_loop(len(ends), config))
-    if member is None or not member.member_id:
-        return Refused(
-            "no-member",
-            "Not bridging: the app never reported its member through the helper, so there is no generation to"
-            " heartbeat with.",
-        )
-    if member.instance_id is None or not member.instance_id:
-        return Refused(
-            "dynamic-member",
-            f"Not bridging member {member.member_id!r}: it has no group.instance.id, and a dynamic member that"
-            " rejoins gets a new member id and a rebalance anyway.",
-        )
+    ends = _ends(earlier_ends, now, config)
+    refused = _refused("bridging", member, proof, ends=ends, config=config, instance_id=instance_id)
+    if refused is not None:
+        return refused
+    assert member is not None  # checked by _refused
+    assert member.instance_id is not None
+    assert _is_proof(proof)
     if member.generation < 0:
         return Refused(
             "no-generation",
@@ -410,6 +427,86 @@ def start(
         next_heartbeat_at=now,
         ends=ends,
     )
+
+
+@dataclass(frozen=True)
+class Release:
+    """Release a dead KIP-848 static member's instance id on its behalf (ConsumerGroupHeartbeat with epoch -2, what
+    its client sends when it closes): its replacement then takes the member and its assignment over at once,
+    instead of failing with UNRELEASED_INSTANCE_ID (fatal in the Java client and librdkafka) until the member's
+    session timeout fences it. Compare-and-release: only while `member_id` holds `instance_id`."""
+
+    group_id: str
+    member_id: str
+    instance_id: str
+
+
+def release(
+    group_id: str,
+    member: Member | None,
+    *,
+    proof: str | None,
+    earlier_ends: Sequence[float],
+    now: float,
+    config: BridgeConfig,
+    instance_id: str | None,
+) -> Release | Refused:
+    """What the end of a KIP-848 static member's app (at `now`, as `proof` shows) calls for: the classic bridge has
+    no heartbeat to send there, and the coordinator refuses the restarted app's join while the dead member holds
+    the instance id. Refused on the bridge's grounds: no proof, a crash loop (its partitions should move on), no
+    member reported, a dynamic member (nothing to release), another instance id than the caller's."""
+    ends = _ends(earlier_ends, now, config)
+    refused = _refused("releasing", member, proof, ends=ends, config=config, instance_id=instance_id)
+    if refused is not None:
+        return refused
+    assert member is not None  # checked by _refused
+    assert member.instance_id is not None
+    return Release(group_id, member.member_id, member.instance_id)
+
+
+def _ends(earlier_ends: Sequence[float], now: float, config: BridgeConfig) -> tuple[float, ...]:
+    """The app's ends within the crash window, this one (at `now`) included."""
+    return (*_within(sorted(t for t in earlier_ends if t < now), now, config.crash_window_seconds), now)
+
+
+def _refused(
+    what: str,
+    member: Member | None,
+    proof: str | None,
+    *,
+    ends: tuple[float, ...],
+    config: BridgeConfig,
+    instance_id: str | None,
+) -> Refused | None:
+    """Why the proof of an end does not let vigil act for `member` (`what`: "bridging", "releasing"), or None."""
+    if not _is_proof(proof):
+        said = "no proof" if not proof else f"{proof!r} is not a proof"
+        return Refused(
+            "no-proof",
+            f"Not {what}: {said} that the app ended; silence never is, so a stalled but live member expires as it"
+            " would without vigil.",
+        )
+    if len(ends) >= config.crash_loop_restarts:
+        return Refused("crash-loop", _crash_loop(len(ends), config, what))
+    if member is None or not member.member_id:
+        return Refused(
+            "no-member",
+            f"Not {what}: the app never reported its member through the helper, so there is no member (and no"
+            " generation) to act for.",
+        )
+    if member.instance_id is None or not member.instance_id:
+        return Refused(
+            "dynamic-member",
+            f"Not {what} member {member.member_id!r}: it has no group.instance.id, and a dynamic member that"
+            " rejoins gets a new member id and a rebalance anyway.",
+        )
+    if instance_id is not None and member.instance_id != instance_id:
+        return Refused(
+            "other-instance",
+            f"Not {what} member {member.member_id!r}: its instance id {member.instance_id!r} is not this pod's"
+            f" {instance_id!r} (another consumer process in the pod); it is not this sidecar's to act for.",
+        )
+    return None
 
 
 # --- running ------------------------------------------------------------------------------------------------------
@@ -471,9 +568,16 @@ def _heartbeat_answered(  # noqa: PLR0911 - one case per reaction
             hold_end = state.deadline
             if cfg.expected_return_seconds is not None:
                 hold_end = min(hold_end, _at_least(state.started_at, cfg.expected_return_seconds))
+            if cfg.session_timeout is not None:  # the group waits no longer than it would for a dead member
+                hold_end = min(hold_end, _at_least(now, cfg.session_timeout))
             return state.with_remove_due(max(now, hold_end), "hold-ended"), None
-        case Reaction.REFRESH_AND_RETRY:
-            return state.with_remove_due(now, "generation-moved"), None
+        case Reaction.STOP if outcome.name == _STALE:
+            reason = (
+                f"The group's generation moved on without member {state.member_id!r} (the app's last report is"
+                f" generation {state.generation}): bridged heartbeats no longer count, so they stop; the member"
+                " expires at its session timeout unless the app is back within it (then without a rebalance)."
+            )
+            return state, _end(state, "stale-generation", reason, now, outcome.name)
         case Reaction.STOP | Reaction.NOTHING_TO_DO | Reaction.ALREADY_GONE:
             if outcome.name in _REPLACED or outcome.reaction is Reaction.NOTHING_TO_DO:
                 reason = f"The app is back: instance id {state.instance_id!r} now belongs to a new member."
@@ -563,9 +667,9 @@ def _remove_reason(state: BridgeState, now: float) -> str:
     return f"{who}, absent from a rebalance (onForeignRebalance: remove)"
 
 
-def _crash_loop(count: int, config: BridgeConfig) -> str:
+def _crash_loop(count: int, config: BridgeConfig, what: str = "bridging") -> str:
     return (
-        f"Not bridging: the app ended {count} times within {config.crash_window_seconds:g}s, a crash loop; its member"
+        f"Not {what}: the app ended {count} times within {config.crash_window_seconds:g}s, a crash loop; its member"
         " expires and its partitions move on."
     )
 
@@ -597,6 +701,7 @@ _CONFIG_TYPES: Final[dict[str, tuple[type, ...]]] = {
     "expected_return_seconds": (*_NUM, type(None)),
     "crash_window_seconds": _NUM,
     "crash_loop_restarts": (int,),
+    "session_timeout": (*_NUM, type(None)),
 }
 _STATE_TYPES: Final[dict[str, tuple[type, ...]]] = {
     "group_id": (str,),

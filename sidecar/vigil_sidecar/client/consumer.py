@@ -88,8 +88,8 @@ class Consumer(confluent_kafka.Consumer):
             meta = cgmd.parse(self.consumer_group_metadata())
             generation = meta.generation if meta is not None and meta.member_id == member_id else -1
             instance_id = meta.instance_id if meta is not None else None
-            self._beacon.send(member_id, generation, instance_id, len(self.assignment()))
-            _Hold.ensure(self._beacon.addr)
+            hold = _Hold.ensure(self._beacon.addr)  # its token names this process in every beacon
+            self._beacon.send(member_id, generation, instance_id, len(self.assignment()), hold.process)
         except Exception:  # noqa: BLE001 - the app's poll loop must never see a beacon problem
             self._beacon.failed += 1
 
@@ -111,13 +111,14 @@ class _BeaconSender:
             return None
         return cls((host, int(port)))
 
-    def send(self, member_id: str, generation: int, instance_id: str | None, assigned: int) -> None:
+    def send(self, member_id: str, generation: int, instance_id: str | None, assigned: int, process: str) -> None:
         state = (member_id, generation, instance_id, assigned)
         now = time.monotonic()
         if state == self._last and now - self._last_at < MIN_INTERVAL:
             return
         try:
-            self._sock.sendto(encode_beacon(member_id, generation, instance_id, assigned, time.time()), self.addr)
+            datagram = encode_beacon(member_id, generation, instance_id, assigned, time.time(), process=process)
+            self._sock.sendto(datagram, self.addr)
         except OSError:
             self.failed += 1
             return

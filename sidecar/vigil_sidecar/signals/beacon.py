@@ -3,9 +3,12 @@
 The same bytes travel as a UDP datagram (fire-and-forget: the app never waits) or as the body of
 `POST /v1/beacon`. Fields (unknown ones are ignored, so newer apps work with older sidecars):
 
-    {"member_id": "orders-0-5f0c...", "generation": 7, "instance_id": "orders-0", "assigned": 2, "time": 1763.5}
+    {"member_id": "orders-0-5f0c...", "generation": 7, "instance_id": "orders-0", "assigned": 2, "time": 1763.5,
+     "process": "9f1c..."}
 
-`generation` is -1 when the app cannot tell (the watchdog then never uses it for a heartbeat).
+`generation` is -1 when the app cannot tell (the watchdog then never uses it for a heartbeat). `process` (optional)
+is the sending process's token, the same its helper connection (`POST /v1/hold`) names: it binds that connection's
+close, the proof the process ended, to the member the process reported (two consumer processes in one pod).
 """
 
 import json
@@ -31,6 +34,7 @@ class _Message(BaseModel):
     instance_id: Annotated[str, Field(max_length=512)] | None = None
     assigned: Annotated[int, Field(ge=0)] = 0
     time: float
+    process: Annotated[str, Field(min_length=1, max_length=64)] | None = None
 
 
 def parse_beacon(data: bytes) -> Beacon:
@@ -53,18 +57,14 @@ def parse_beacon(data: bytes) -> Beacon:
         instance_id=msg.instance_id or None,
         assigned_partitions=msg.assigned,
         app_time=msg.time,
+        process=msg.process,
     )
 
 
-def encode_beacon(member_id: str, generation: int, instance_id: str | None, assigned: int, time: float) -> bytes:
+def encode_beacon(
+    member_id: str, generation: int, instance_id: str | None, assigned: int, time: float, *, process: str | None = None
+) -> bytes:
     """The bytes an app sends (the helper uses this; other languages follow the README's protocol)."""
-    return json.dumps(
-        {
-            "member_id": member_id,
-            "generation": generation,
-            "instance_id": instance_id,
-            "assigned": assigned,
-            "time": time,
-        },
-        separators=(",", ":"),
-    ).encode()
+    fields = {"member_id": member_id, "generation": generation, "instance_id": instance_id, "assigned": assigned,
+              "time": time}  # fmt: skip
+    return json.dumps(fields | ({} if process is None else {"process": process}), separators=(",", ":")).encode()

@@ -6,14 +6,23 @@ JSON document per interval (librdkafka's STATISTICS.md); the app POSTs it unchan
 on anything malformed) and judges it (`judge`): did the app progress since the previous document?
 
 The rule, per document (first match wins):
-1. `ts` went backwards (the app restarted, librdkafka's clock starts again): the state is reset → FIRST.
+1. `ts` or `age` went backwards (a new client instance: the app restarted; `age` counts from the instance's
+   creation, while `ts` is the host's monotonic clock, which a process restart does not reset): the state is
+   reset → FIRST.
 2. no previous document → FIRST (counts as progress: nothing to compare with yet).
 3. `cgrp.join_state` is not "steady", or `cgrp.rebalance_cnt` changed since the previous document (an assignment
    change), or less than one stall timeout has passed since either → SUSPENDED (counts as progress: no judgement).
 4. any partition's `app_offset` advanced since the previous document → PROGRESS.
-5. nothing waits: every partition has `consumer_lag` <= 0 (-1: unknown) and `fetchq_cnt` == 0 → IDLE
-   (an idle app is never stalled).
+5. nothing waits for the app (`PartitionStats.waiting`: judged from the app's own position, never from
+   `consumer_lag`) → IDLE (an idle app is never stalled).
 6. otherwise records wait and the app took none → WAITING, the only verdict that is not progress.
+
+Why not `consumer_lag`: librdkafka computes it as the end offset minus the consumer's *committed* offset
+(librdkafka src/rdkafka.c, `rd_kafka_stats_emit_toppar`), which does not move for an app that commits through a
+transaction (`send_offsets_to_transaction`: the consumer's committed offset is the one fetched at assignment),
+commits every N records, or commits elsewhere. The app's position (`app_offset`, advanced past transaction
+markers once polled: src/rdkafka_op.c, `rd_kafka_op_handle_std`) against the last stable offset is what the app
+still has to take.
 
 The runtime turns each progressing verdict into a synthetic beacon (as the progress adapter does), so the
 watchdog's own stall timer decides when silence is a stall: a stall is reported only after `app_offset` stayed
@@ -42,24 +51,51 @@ class PartitionStats:
     topic: str
     partition: int
     app_offset: int
-    """Offset of the last message passed to the app + 1; -1001 when none yet."""
-    consumer_lag: int
-    """-1 when unknown."""
+    """Offset of the last message passed to the app + 1 (transaction markers included once polled past); -1001
+    when none yet."""
     fetchq_cnt: int
+    """Messages fetched for the app and not yet taken by it."""
+    next_offset: int
+    """Where the fetcher goes on (librdkafka's fetch position)."""
     hi_offset: int
     ls_offset: int
+    """The last stable offset (-1001 when unknown)."""
     committed_offset: int
 
     @property
+    def position(self) -> int | None:
+        """Where the app is: `app_offset`, else (nothing taken since the assignment) the committed offset the
+        fetcher started from; None when neither is known."""
+        for offset in (self.app_offset, self.committed_offset):
+            if offset >= 0:
+                return offset
+        return None
+
+    @property
+    def end(self) -> int | None:
+        """What the app can read up to: the last stable offset (read_committed, librdkafka's default), else the high
+        watermark; None when unknown. A read_uncommitted app stalled between the two is missed, never acted on."""
+        for offset in (self.ls_offset, self.hi_offset):
+            if offset >= 0:
+                return offset
+        return None
+
+    @property
     def waiting(self) -> bool:
-        """Records wait for the app here (lagging, or already fetched into the queue)."""
-        return self.consumer_lag > 0 or self.fetchq_cnt > 0
+        """Records the fetcher holds for the app and the app has not taken: some in the fetch queue, or the fetcher
+        gone past the app's position below the end. A paused partition never waits: pausing restarts its fetcher
+        at the app's position and purges its queue (librdkafka src/rdkafka_partition.c `rd_kafka_toppar_pause_resume`,
+        src/rdkafka_fetcher.c `rd_kafka_toppar_fetch_decide`), and it fetches nothing until resumed."""
+        if self.fetchq_cnt > 0:
+            return True
+        position, end = self.position, self.end
+        return position is not None and end is not None and position < end and self.next_offset > position
 
 
 @dataclass(frozen=True)
 class StatsDoc:
     ts_us: int
-    """librdkafka's monotonic clock, microseconds."""
+    """librdkafka's monotonic clock, microseconds (the host's: a restarted process does not reset it)."""
     time: int
     """Wall clock, seconds since the epoch."""
     cgrp_state: str
@@ -68,10 +104,17 @@ class StatsDoc:
     rebalance_age_ms: int
     assignment_size: int
     partitions: tuple[PartitionStats, ...]
+    age_us: int | None = None
+    """Microseconds since this client instance was created (None when the document has no `age`)."""
 
     @property
     def waiting(self) -> bool:
         return any(p.waiting for p in self.partitions)
+
+    def restarted_after(self, last: "StatsDoc") -> bool:
+        """This document comes from a new client instance (the app restarted) rather than from `last`'s."""
+        new_age = self.age_us is not None and last.age_us is not None and self.age_us < last.age_us
+        return self.ts_us < last.ts_us or new_age
 
 
 def _field(doc: Mapping[str, object], key: str, kind: type, where: str) -> object:
@@ -144,8 +187,8 @@ def parse_stats(data: bytes | str) -> StatsDoc:
                     topic=topic_name,
                     partition=number,
                     app_offset=_int(part, "app_offset", where),
-                    consumer_lag=_int(part, "consumer_lag", where),
                     fetchq_cnt=_int(part, "fetchq_cnt", where),
+                    next_offset=_int(part, "next_offset", where),
                     hi_offset=_int(part, "hi_offset", where),
                     ls_offset=_int(part, "ls_offset", where),
                     committed_offset=_int(part, "committed_offset", where),
@@ -160,6 +203,7 @@ def parse_stats(data: bytes | str) -> StatsDoc:
         rebalance_age_ms=_int(cgrp, "rebalance_age", "cgrp."),
         assignment_size=_int(cgrp, "assignment_size", "cgrp."),
         partitions=tuple(sorted(partitions, key=lambda p: (p.topic, p.partition))),
+        age_us=_int(doc, "age") if "age" in doc else None,
     )
 
 
@@ -200,8 +244,8 @@ def _offsets(doc: StatsDoc) -> dict[tuple[str, int], int]:
 def judge(state: StatsState, doc: StatsDoc, now: float, stall_timeout: float) -> tuple[StatsState, Verdict]:
     """One forwarded document → the new state and whether the app progressed (see the module's rule)."""
     last = state.last
-    if last is not None and doc.ts_us < last.ts_us:
-        state, last = StatsState(), None  # the app restarted: librdkafka's clock began again
+    if last is not None and doc.restarted_after(last):
+        state, last = StatsState(), None  # the app restarted: a new client instance
     suspended_until = state.suspended_until
     if last is None:
         verdict = Verdict.FIRST

@@ -21,11 +21,16 @@ Guardrails, all here in the pure core:
 - at most one action per member within the cooldown: a stall inside it is looked at once and said (one `Alert`),
   then looked at again at the cooldown's end and acted on if it still holds;
 - an idle member (the app reported no partitions) is never evicted: that frees nothing and costs a rebalance;
-- rebalances: a non-Stable view suspends the watchdog; at the first Stable view after it, the stall timeout counts
-  afresh from then (the app may legitimately not have polled during the rebalance, e.g. blocked in a rebalance
-  callback, and a rebalance is the coordinator already acting); the price is detection up to one stall timeout
-  later after a rebalance. A stalled classic member that blocks a rebalance therefore stays until the broker's
-  rebalance timeout (its max.poll.interval.ms) removes it, as without vigil;
+- rebalances: a group waiting on its members (`GroupView.rebalancing`: a classic join or sync phase, a KIP-848
+  group reconciling or assigning) is waiting on every member that has not polled: an eager join completes only
+  when all members rejoin (or the rebalance timeout, the members' max.poll.interval.ms, expires), a KIP-848 group
+  reconciles only when the members holding revoked partitions let them go, and both need the app's poll. Healthy
+  members keep polling (and beaconing) through a rebalance, so a member with no poll for the stall timeout while
+  the group rebalances is the clearest stall there is, and it blocks everyone: it is acted on (compare-and-remove,
+  the budget still applies), measured from its last poll, idle or not (evicting it ends the wait, it starts no
+  rebalance). Any other non-Stable view (Empty, Dead, unknown) suspends the watchdog. At the first Stable view
+  after a non-Stable one, the stall timeout counts afresh from then (a member that polled during the rebalance
+  may have been held up in a rebalance callback; a Stable group is no longer waiting on it);
 - one action per silence: after an eviction (or restart, or alert) nothing more is done until the app polls again;
 - the LeaveGroup's answer: DONE, ALREADY_GONE, NOTHING_TO_DO end the episode (no retry); RETRY_BACKOFF,
   REDISCOVER_COORDINATOR, REFRESH_AND_RETRY re-describe after a backoff and retry the same pair if it is still
@@ -57,6 +62,7 @@ from vigil_sidecar.watchdog.state import (
     StallAction,
     Tick,
     Wait,
+    WatchdogConfig,
     WatchdogState,
 )
 
@@ -77,6 +83,22 @@ def decide(state: WatchdogState, observation: Observation, now: float) -> tuple[
     return state, [*actions, *more]
 
 
+def watches(config: WatchdogConfig, instance_id: str | None) -> bool:
+    """Whether a beacon (or a member) reported under `instance_id` is the member this sidecar watches. With the
+    pod's instance id set, one under another instance id comes from another consumer process in the pod: it must
+    neither reset the stall timer (it would hide this member's stall) nor name the member to prove or bridge. None
+    is taken (an app that could not tell; the identity check still requires the pod's instance id)."""
+    return config.instance_id is None or instance_id in (None, config.instance_id)
+
+
+def eviction_due(evict: Evict, last_poll: float | None) -> bool:
+    """May an attempt of `evict` go out now, given the app's latest poll as the edge saw it (None: none yet)? Only
+    while the silence it was decided on lasts: a LeaveGroup carries no generation or epoch, and a KIP-848 member
+    keeps its member id across fencing, so an attempt sent after the app polled again (a retry through a coordinator
+    move, or after a budget permit's wait) would remove a member that is no longer stalled."""
+    return last_poll is None or last_poll <= evict.silent_since
+
+
 def stall_reason(poll_age: float, stall_timeout: float) -> str:
     """The reason sent with the LeaveGroup (KIP-800) and shown in events, e.g. `vigil: no poll for 42.1s (stall
     timeout 30s)`."""
@@ -93,6 +115,8 @@ def _observe(  # noqa: PLR0911 - one case per observation type
         case Tick():
             return state, []
         case Beacon():
+            if not watches(state.config, observation.instance_id):
+                return state, []
             return state.with_beacon(observation, now), []
         case CoordinatorResult(result=Outcome() as outcome):
             state = _answered(state, Request.LOOKUP).with_lookup_failed(now)
@@ -171,7 +195,7 @@ def _evicted(state: WatchdogState, outcome: Outcome, now: float) -> tuple[Watchd
         return state, []
     if outcome.reaction in _ENDS_EPISODE:
         if outcome.reaction is Reaction.DONE:
-            state = state.with_evicted(now)  # watch that it stays out
+            state = state.with_evicted(now, state.episode.member_id)  # watch that it stays out
         state = state.with_handled().with_identity(None, None, gone=True)
         return state.without_alerts(_REPORT_ALERT + "LeaveGroup:"), []
     if outcome.reaction is Reaction.REPORT:
@@ -204,7 +228,11 @@ def _next(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]
             return _watch_eviction(state, now)
         state = state.without_eviction_watch()  # stayed out for a whole cooldown: the eviction held
 
-    stalled = poll.expired(now) and not state.stall_handled
+    # a rebalance waits on a member that does not poll: its stall is measured from its last poll, not from the
+    # restart of the count a past rebalance made (see the module's rules)
+    rebalancing = state.view is not None and state.view.rebalancing
+    deadline = timers.first_at(poll.last_poll, cfg.stall_timeout) if rebalancing else poll.deadline
+    stalled = now >= deadline and not state.stall_handled
     retrying = (
         state.episode is not None and state.member is not None and state.episode.member_id == state.member.member_id
     )
@@ -214,7 +242,7 @@ def _next(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]
     # taken after the moment acting became allowed (deadline, cooldown's end) may be acted on; both at most one
     # check interval old
     recent = now - state.view_at <= cfg.check_interval
-    shows_stall = recent and state.view_at >= poll.deadline
+    shows_stall = recent and state.view_at >= deadline
     actionable = shows_stall and not in_cooldown and (cooldown_end is None or state.view_at >= cooldown_end)
     cooldown_said = state.member is not None and f"{_COOLDOWN_ALERT}{state.member.member_id}" in state.alerted
     # in a cooldown: look once (to say so), then again at its end; else look until the view is actionable
@@ -226,11 +254,11 @@ def _next(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]
         return _describe(state, now)
 
     alerts: list[Action] = []
-    if stalled and (actionable or (in_cooldown and shows_stall)) and not state.suspended:
-        state, alerts, requested = _act(state, now, cooldown_end)
+    if stalled and (actionable or (in_cooldown and shows_stall)) and (rebalancing or not state.suspended):
+        state, alerts, requested = _act(state, now, cooldown_end, rebalancing=rebalancing)
         if requested:  # an eviction: its answer is the next observation
             return state, alerts
-    return state, [*alerts, Wait(_wake(state, now, cooldown_end))]
+    return state, [*alerts, Wait(_wake(state, now, cooldown_end, deadline))]
 
 
 def _watch_eviction(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]]:
@@ -254,16 +282,20 @@ def _watch_eviction(state: WatchdogState, now: float) -> tuple[WatchdogState, li
 
 
 def _rejoined(state: WatchdogState) -> MemberView | None:
-    """This pod's member in a view taken after the eviction (exactly one, else None). Its current assignment may be
-    empty: a KIP-848 member back without a poll has its partitions in its target assignment, waiting for the app
-    to accept them — blocked all the same."""
+    """This pod's member in a view taken after the eviction (exactly one, else None): under the evicted member id (a
+    KIP-848 member keeps it across fencing, KIP-1082, whatever its client.id), the pod's instance id, or client.id =
+    the pod name (a classic member back under a new id). Its current assignment may be empty: a KIP-848 member back
+    without a poll has its partitions in its target assignment, waiting for the app to accept them — blocked all
+    the same."""
     view, cfg = state.view, state.config
     if view is None or state.evicted_at is None or state.view_at <= state.evicted_at:
         return None
     ours = [
         m
         for m in view.members
-        if (cfg.instance_id is not None and m.instance_id == cfg.instance_id) or m.client_id == cfg.pod_name
+        if m.member_id == state.evicted_member
+        or (cfg.instance_id is not None and m.instance_id == cfg.instance_id)
+        or m.client_id == cfg.pod_name
     ]
     return ours[0] if len(ours) == 1 else None
 
@@ -279,9 +311,9 @@ def _cooldown_end(state: WatchdogState) -> float | None:
 
 
 def _act(  # noqa: PLR0911 - one return per guardrail
-    state: WatchdogState, now: float, cooldown_end: float | None
+    state: WatchdogState, now: float, cooldown_end: float | None, *, rebalancing: bool
 ) -> tuple[WatchdogState, list[Action], bool]:
-    """The stall timer expired and the view is fresh and Stable: act if the guardrails hold.
+    """The stall timer expired and the view is fresh and Stable, or rebalancing: act if the guardrails hold.
 
     Returns the new state, the actions, and whether a request (an eviction) now awaits its answer."""
     cfg, poll, beacon, member = state.config, state.poll, state.beacon, state.member
@@ -306,12 +338,16 @@ def _act(  # noqa: PLR0911 - one return per guardrail
             f" action on it; next possible action in {cooldown_end - now:.1f}s."
         )
         return state.with_alerted(key), [Alert(AlertKind.COOLDOWN, message)], False
-    if beacon.assigned_partitions == 0 and not member.assignment:
+    if beacon.assigned_partitions == 0 and not member.assignment and not rebalancing:
         # idle (by the app's last report and the broker's fresh view: a KIP-848 member reconciles its partitions in
-        # the background after its last poll): evicting it frees nothing and costs everyone a rebalance
+        # the background after its last poll): evicting it frees nothing and costs everyone a rebalance. Not so
+        # while the group rebalances: it waits on this member too, and its removal ends the wait
         return state.with_handled(), [], False
 
     reason = stall_reason(poll.poll_age(now), cfg.stall_timeout)
+    if rebalancing:
+        assert state.view is not None
+        reason += f" while the group waits for it ({state.view.state.value})"
     if not retrying:
         state = state.with_acted(member.member_id, now)
     state = state.without_alerts(_COOLDOWN_ALERT)
@@ -321,7 +357,7 @@ def _act(  # noqa: PLR0911 - one return per guardrail
             attempts = 1 if state.episode is None else state.episode.attempts + 1
             episode = Episode(member.member_id, member.instance_id, reason, attempts)
             state = state.with_episode(episode).with_request(Request.EVICT, now)
-            return state, [Evict(member.member_id, member.instance_id, reason)], True
+            return state, [Evict(member.member_id, member.instance_id, reason, silent_since=poll.last_poll)], True
         case StallAction.RESTART:
             return state.with_handled(), [Restart(member.member_id, member.instance_id, reason)], False
         case StallAction.ALERT:
@@ -329,12 +365,12 @@ def _act(  # noqa: PLR0911 - one return per guardrail
             return state.with_handled(), [Alert(AlertKind.STALL, message)], False
 
 
-def _wake(state: WatchdogState, now: float, cooldown_end: float | None) -> float:
+def _wake(state: WatchdogState, now: float, cooldown_end: float | None, deadline: float) -> float:
     """The next moment anything can change without an observation: a deadline, a backoff's end, or one interval."""
-    cfg, poll = state.config, state.poll
+    cfg = state.config
     candidates = [now + cfg.check_interval]
-    if poll is not None and not state.stall_handled and poll.deadline > now:
-        candidates.append(poll.deadline)
+    if not state.stall_handled and deadline > now:
+        candidates.append(deadline)
     for at in (state.check.next_at, cooldown_end):
         if at is not None and at > now:
             candidates.append(at)

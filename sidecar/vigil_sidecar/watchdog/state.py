@@ -75,6 +75,9 @@ class Beacon:
     app_time: float
     """The app's own clock (informational: decisions use the sidecar's `now` at receipt, never earlier than the
     poll itself, so an action can only come later than the threshold, never sooner)."""
+    process: str | None = None
+    """The app process that sent it (the helper's token, the one its `/v1/hold` connection names): binds a proof
+    of exit to the member that process reported. None from apps without the helper (and older helpers)."""
 
 
 @dataclass(frozen=True)
@@ -121,11 +124,16 @@ class Describe:
 
 @dataclass(frozen=True)
 class Evict:
-    """Compare-and-remove exactly this (member id, instance id) pair with `reason`; answer with `ActionResult`."""
+    """Compare-and-remove exactly this (member id, instance id) pair with `reason`; answer with `ActionResult`.
+
+    Every attempt, retries included, goes out only while `decide.eviction_due` holds: the app has not polled since
+    `silent_since` (the edge asks it right before each send)."""
 
     member_id: str
     instance_id: str | None
     reason: str
+    silent_since: float = field(default=-math.inf, compare=False)
+    """The last poll the stall was judged from (monotonic seconds)."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +210,8 @@ class WatchdogState:
     view: GroupView | None = None
     view_at: float = -math.inf
     suspended: bool = False
-    """The latest view was not Stable: no action, and the stall timeout counts afresh once it is."""
+    """The latest view was not Stable: the stall timeout counts afresh once it is; meanwhile no action, unless the
+    group is rebalancing (waiting on its members) and the member has not polled for the stall timeout."""
     member: MemberView | None = None
     """The member proven to be this pod's and the one the app last reported, from the latest view."""
     identity_problem: str | None = None
@@ -220,6 +229,8 @@ class WatchdogState:
     """When this pod's silent member was last removed: until the cooldown ends or the app polls, describes check
     that it stays out (librdkafka KIP-848 members, and apps without a rebalance callback, rejoin from a background
     thread without polling: the eviction is undone)."""
+    evicted_member: str | None = None
+    """The member id removed then: a KIP-848 member rejoins under it (KIP-1082: the client makes its id once)."""
     escalation: int = 0
     """Undone evictions answered: 1 → a restart was asked for; 2 → evicting is pointless, only alert."""
     escalated_at: float = -math.inf
@@ -308,8 +319,13 @@ class WatchdogState:
         recent = tuple((mid, at) for mid, at in self.acted if now - at < self.config.cooldown)
         return replace(self, acted=(*recent, (member_id, now)))
 
-    def with_evicted(self, now: float) -> "WatchdogState":
-        return replace(self, evicted_at=now, check=self.check.with_success(now, self.config.check_interval))
+    def with_evicted(self, now: float, member_id: str) -> "WatchdogState":
+        return replace(
+            self,
+            evicted_at=now,
+            evicted_member=member_id,
+            check=self.check.with_success(now, self.config.check_interval),
+        )
 
     def without_eviction_watch(self) -> "WatchdogState":
         return replace(self, evicted_at=None)
