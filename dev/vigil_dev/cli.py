@@ -30,13 +30,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             )  # fmt: skip
             cmd.add_argument("--no-kafka", action="store_true", help="leave Kafka out")
             cmd.add_argument("--no-kube", action="store_true", help="leave Kubernetes out")
+            cmd.add_argument(
+                "--report-image", action="store_true",
+                help="also import vigil-report (1 GB: ~18 s more) for the chart's report CronJob",
+            )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     state_dir: Path = args.state_dir.expanduser().resolve()
     try:
         if args.dev_command == "up":
-            archives = [] if args.no_kube else images.archives(progress=print)
+            names = [*images.NODE_IMAGES, *(["report"] if args.report_image else [])]
+            archives = [] if args.no_kube else images.archives(progress=print, names=names)
             path = stack.up(
                 state_dir, brokers=args.brokers, security=Security(args.security),
                 kafka=not args.no_kafka, kube=not args.no_kube, archives=archives,

@@ -10,7 +10,7 @@ import pytest
 
 from vigil_core.version import VERSION
 from vigil_dev.kafka.cluster import KafkaCluster
-from vigil_dev.testing import clients
+from vigil_dev.testing import clients, images
 from vigil_dev.testing.chart import CHART, Tools
 from vigil_dev.testing.e2e import ConsumerSet, Producing
 from vigil_dev.testing.images import IMAGE_UID
@@ -31,7 +31,7 @@ REPORT_VALUES = {
 def test_the_reports_job_runs_in_a_restricted_pod_and_writes_the_groups_status(
     kube: Kube, kafka: KafkaCluster, tools: Tools, operator: RunningOperator
 ) -> None:
-    kube.cluster.node.require_images([f"vigil-report:{VERSION}"])
+    kube.cluster.import_images(images.archives(progress=print, names=["report"]))  # the node starts without it
     s = ConsumerSet(kube, kafka, replicas=1, membership="dynamic", session_ms=10_000, partitions=2)
     producing = Producing(s)
     try:

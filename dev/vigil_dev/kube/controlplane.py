@@ -278,6 +278,10 @@ class KubeCluster:
         progress(f"kubernetes: node {self.node_name} Ready in {time.monotonic() - began:.1f}s (kubelet, containerd,"
                  f" kube-proxy; pods on {self.network.pod_cidr}, logs in {node.layout.pod_log_dir})")  # fmt: skip
 
+    def import_images(self, archives: Sequence[Path], progress: Callable[[str], None] = print) -> None:
+        """More images into the running node's containerd (the report's, on demand)."""
+        self.node.import_archives(archives, progress)
+
     def stop_node(self) -> list[str]:
         """Pods first (the kubelet tears them down while the apiserver still answers), then the node's agents;
         the controllers go first so nothing re-creates a pod meanwhile."""

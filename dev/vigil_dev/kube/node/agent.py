@@ -81,6 +81,10 @@ class RealNode:
             exited=self.process("containerd").exited,
             log=self.log("containerd"),
         )
+        self.import_archives(archives, progress)
+
+    def import_archives(self, archives: Sequence[Path], progress: Callable[[str], None]) -> None:
+        """Docker archives into containerd's CRI namespace (unpacked), each checked by name once imported."""
         for archive in archives:
             began = time.monotonic()
             self.ctr(["images", "import", "--no-unpack=false", str(archive)])
