@@ -3,7 +3,6 @@ users install it: one `helm install` of charts/vigil per module, its operator in
 image. Namespaces enforce the `restricted` Pod Security Standard."""
 
 import contextlib
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from vigil_dev.testing import clients
 from vigil_dev.testing.chart import Tools
 from vigil_dev.testing.e2e import CG
 from vigil_dev.testing.fixtures import kafka_cluster
-from vigil_dev.testing.kube_fixtures import Kube, install_crd
+from vigil_dev.testing.kube_fixtures import Kube, fresh_namespace, install_crd
 from vigil_dev.testing.release import RunningOperator, install_operator
 from vigil_dev.testing.waiting import wait_for
 
@@ -35,19 +34,7 @@ def tools(kube: Kube, artifacts_dir: Path) -> Tools:
 @pytest.fixture
 def namespace(kube: Kube) -> Iterator[str]:
     """A namespace of its own for each test, enforcing `restricted`; deleted afterwards."""
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    kube.create_namespace(name)
-    wait_for(
-        lambda: kube.core.list_namespaced_service_account(name).items,
-        lambda accounts: any(a.metadata.name == "default" for a in accounts),
-        timeout=30,
-        what=f"the default ServiceAccount of namespace {name}",
-    )
-    try:
-        yield name
-    finally:
-        with contextlib.suppress(ApiException):
-            kube.core.delete_namespace(name)
+    yield from fresh_namespace(kube, restricted=True)
 
 
 @pytest.fixture(scope="module")

@@ -232,8 +232,14 @@ def _keep_logs(cluster: KubeCluster, stop: threading.Event) -> None:
 @pytest.fixture
 def namespace(kube: Kube) -> Iterator[str]:
     """A namespace of its own for each test (its `default` ServiceAccount exists); deleted afterwards."""
+    yield from fresh_namespace(kube, restricted=False)
+
+
+def fresh_namespace(kube: Kube, *, restricted: bool) -> Iterator[str]:
+    """A new namespace (enforcing `restricted` Pod Security if asked), once its `default` ServiceAccount exists;
+    deleted when the generator is closed."""
     name = f"t-{uuid.uuid4().hex[:10]}"
-    kube.core.create_namespace({"metadata": {"name": name}})
+    kube.create_namespace(name, restricted=restricted)
     wait_for(
         lambda: exists(lambda: kube.core.read_namespaced_service_account("default", name)),
         timeout=30,

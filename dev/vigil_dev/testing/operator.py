@@ -51,11 +51,7 @@ class RunningOperator:
                 text = response.read().decode()
         except (urllib.error.URLError, OSError):
             return 0.0
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    return float(sample.value)
-        return 0.0
+        return sample(text, name, **labels)
 
     def resyncs(self) -> int:
         """Its resyncs so far, live from /metrics (the liveness probe's `resyncs` is kopf's answer cached for 10 s:
@@ -67,6 +63,15 @@ class RunningOperator:
 
     def stop(self) -> None:
         self.process.stop(grace=10)
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """One sample of a Prometheus text exposition (the first with `name` and these labels), 0 when absent."""
+    for family in text_string_to_metric_families(text):
+        for found in family.samples:
+            if found.name == name and all(found.labels.get(k) == v for k, v in labels.items()):
+                return float(found.value)
+    return 0.0
 
 
 def start_operator(

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
-from prometheus_client.parser import text_string_to_metric_families
 
 from vigil_core.version import VERSION
+from vigil_dev.testing import operator
 from vigil_dev.testing.chart import CHART, Tools
 from vigil_dev.testing.kube_fixtures import Kube, container_status, pod_ready
 from vigil_dev.testing.waiting import wait_for
@@ -79,12 +79,7 @@ class Replica:
 
     def metric(self, name: str, **labels: str) -> float:
         """One sample of the replica's Prometheus `/metrics`, 0 when absent or down."""
-        text = (self._get(METRICS_PORT, "/metrics") or b"").decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    return float(sample.value)
-        return 0.0
+        return operator.sample((self._get(METRICS_PORT, "/metrics") or b"").decode(), name, **labels)
 
     def log_text(self) -> str:
         """Everything the operator container printed, across its restarts."""
