@@ -1,9 +1,11 @@
 """The operator's Kafka side: one GroupClient per distinct connection, each on its own worker thread.
 
 A resync asks each group's coordinator three things — describe (no subscription decoding), committed offsets,
-read_committed end offsets of the assigned partitions — and reuses the cluster id and the broker's timing
-limits (asked once per connection, limits refreshed every LIMITS_TTL). Every failure becomes `Unreachable`
-with one line naming the bootstrap servers; nothing raises into kopf.
+read_committed end offsets of the assigned partitions — and, for a KIP-848 group, its own session and heartbeat
+(DescribeConfigs of the GROUP resource: what its members get, the broker's values unless the group overrides them);
+it reuses the cluster id and the broker's timing limits (asked once per connection, limits refreshed every
+LIMITS_TTL). Every failure becomes `Unreachable` with one line naming the bootstrap servers; nothing raises into
+kopf.
 """
 
 import asyncio
@@ -45,6 +47,8 @@ class _Cluster:
     """Broker requests sent by this operator to the cluster (counted per vigil call; for the benchmark)."""
     down: tuple[float, str] | None = None
     """When connecting last failed (monotonic) and why; None once a client is connected."""
+    unread_timings: set[str] = field(default_factory=set)
+    """KIP-848 groups whose own timings could not be read (logged once each)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -59,11 +63,14 @@ class Brokers:
             self._clusters[connection] = found
         return found
 
-    async def observe(self, connection: KafkaConnection, group_id: str) -> GroupFacts | Unreachable:
+    async def observe(self, connection: KafkaConnection, group_id: str, *, kip848: bool = False
+                      ) -> GroupFacts | Unreachable:  # fmt: skip
+        """The group now; `kip848`: its members use the consumer protocol, so its own session and heartbeat (group
+        configs) are read too and judged instead of the broker's."""
         cluster = self._cluster(connection)
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(cluster.worker, self._observe, cluster, group_id)
+            return await loop.run_in_executor(cluster.worker, self._observe, cluster, group_id, kip848)
         except _StillDownError as exc:
             return _unreachable(connection, str(exc))
         except (GroupClientError, KafkaException, StopIteration, RuntimeError, OSError) as exc:
@@ -94,6 +101,39 @@ class Brokers:
         except (KafkaException, RuntimeError, OSError) as exc:
             log.warning("remove %s from %s: %s", member_id, group_id, _one_line(exc))
             return classify(Api.LEAVE_GROUP, TRANSPORT_ERROR)
+
+    async def release(self, connection: KafkaConnection, group_id: str, member_id: str, instance_id: str
+                      ) -> Outcome:  # fmt: skip
+        """Release a dead KIP-848 static member's instance id on its behalf, compare-and-release
+        (`GroupClient.release_static_member`, as the sidecar does); every failure as an Outcome, never raised."""
+        cluster = self._cluster(connection)
+
+        def release() -> Outcome:
+            cluster.requests += 1
+            return _client(cluster).release_static_member(group_id, member_id, instance_id)
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(cluster.worker, release)
+        except GroupClientError as exc:
+            return exc.outcome
+        except (KafkaException, RuntimeError, OSError) as exc:
+            log.warning("release %s of %s: %s", member_id, group_id, _one_line(exc))
+            return classify(Api.CONSUMER_GROUP_HEARTBEAT, TRANSPORT_ERROR)
+
+    async def static_members_left(self, connection: KafkaConnection, group_id: str) -> frozenset[str]:
+        """The KIP-848 group's static members whose instance id is released already (epoch -2); empty when that
+        cannot be read (a release is compare-and-release: sent again, it changes nothing)."""
+        cluster = self._cluster(connection)
+
+        def left() -> frozenset[str]:
+            cluster.requests += 1
+            return _client(cluster).static_members_left(group_id)
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(cluster.worker, left)
+        except (GroupClientError, KafkaException, RuntimeError, OSError) as exc:
+            log.warning("static members of %s that left: %s", group_id, _one_line(exc))
+            return frozenset()
 
     async def rebalance_removing(self, connection: KafkaConnection, group_id: str, member: MemberView, reason: str,
                                  *, protocol: str, hold_seconds: float) -> DeliberateRebalance:  # fmt: skip
@@ -155,7 +195,7 @@ class Brokers:
     def requests(self) -> int:
         return sum(c.requests for c in self._clusters.values())
 
-    def _observe(self, cluster: _Cluster, group_id: str) -> GroupFacts:
+    def _observe(self, cluster: _Cluster, group_id: str, kip848: bool) -> GroupFacts:
         client = _client(cluster)  # raises _StillDownError within the hold of a failed connect
         if cluster.cluster_id is None:
             cluster.cluster_id = client.cluster_id()
@@ -168,7 +208,20 @@ class Brokers:
         assigned = sorted({tp for m in view.members for tp in m.assignment})
         end = client.end_offsets(assigned) if assigned else {}
         cluster.requests += 3 if assigned else 2
-        return GroupFacts(cluster.cluster_id, view, committed, end, cluster.limits)
+        limits, group_configs = cluster.limits, False
+        if kip848:
+            cluster.requests += 1
+            try:
+                timings = client.group_timings(group_id)
+            except GroupClientError as exc:  # e.g. no DESCRIBE_CONFIGS on the group: the broker's values, said once
+                if group_id not in cluster.unread_timings:
+                    cluster.unread_timings.add(group_id)
+                    log.warning("%s: its own session and heartbeat unread, the broker's judged instead: %s",
+                                group_id, _one_line(exc))  # fmt: skip
+            else:
+                cluster.unread_timings.discard(group_id)
+                limits, group_configs = limits.for_group(timings.session_ms, timings.heartbeat_ms), True
+        return GroupFacts(cluster.cluster_id, view, committed, end, limits, group_configs)
 
     def close(self) -> None:
         for cluster in self._clusters.values():

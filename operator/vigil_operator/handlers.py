@@ -243,6 +243,13 @@ def departures_deferred(*, memo: Any, **_: Any) -> int:
     return runtime.departures_deferred if isinstance(runtime, Runtime) else 0
 
 
+@kopf.on.probe(id="departures_released")
+def departures_released(*, memo: Any, **_: Any) -> int:
+    """KIP-848 static members of gone consumers whose instance id was released at once (domain.departures)."""
+    runtime = memo.get("runtime")
+    return runtime.departures_released if isinstance(runtime, Runtime) else 0
+
+
 @kopf.on.probe(id="kafka_requests")
 def kafka_requests(*, memo: Any, **_: Any) -> int:
     """Broker requests vigil asked for since start: describe, offset fetch and end offsets per resync, cluster id and

@@ -1,9 +1,13 @@
 """Prometheus metrics of the operator (`/metrics` on `--metrics-port`). Labels are bounded vocabularies (causes,
 outcomes), never a group, member or pod name: one operator watches thousands of groups."""
 
+from collections import Counter as Tally
+from collections.abc import Iterable
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+from vigil_core.kafka.model import GroupState
 
 
 class OperatorMetrics:
@@ -22,6 +26,11 @@ class OperatorMetrics:
             "vigil_operator_member_removal_failures", "Removals Kafka refused or did not answer, by cause", ["cause"],
             registry=self.registry,
         )  # fmt: skip
+        self.member_releases = Counter(
+            "vigil_operator_member_releases",
+            "KIP-848 static members of gone consumers whose instance id was released for their replacement, by cause"
+            " and the broker's answer", ["cause", "outcome"], registry=self.registry,
+        )  # fmt: skip
         self.rollout_restarts = Counter(
             "vigil_operator_rollout_pod_restarts", "Pods deleted by coordinated rollouts, by how the member was kept",
             ["bridge"], registry=self.registry,
@@ -30,6 +39,19 @@ class OperatorMetrics:
             "vigil_operator_deliberate_rebalances", "Rebalances started after a rollout changed subscriptions",
             ["rejoined"], registry=self.registry,
         )  # fmt: skip
+
+        self.group_states = Gauge(
+            "vigil_operator_group_state",
+            "ConsumerGroups this replica resyncs, by the Kafka group state their last resync saw (KIP-848 Assigning and"
+            " Reconciling named by ConsumerGroupDescribe; Unknown: not described)", ["state"], registry=self.registry,
+        )  # fmt: skip
+        self.count_states(())
+
+    def count_states(self, states: Iterable[GroupState]) -> None:
+        """Every state's count (0 included, so a dashboard sees a state empty out rather than vanish)."""
+        counts = Tally(states)
+        for state in GroupState:
+            self.group_states.labels(state.value).set(counts[state])
 
     def serve(self, bind: str, port: int) -> WSGIServer:
         """`/metrics` in a thread of its own (the text exposition; scraped by Prometheus or the chart's

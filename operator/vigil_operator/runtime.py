@@ -16,9 +16,10 @@ from typing import Any, Protocol, TypeVar
 from pydantic import ValidationError
 
 from vigil_core import events, rules
+from vigil_core.kafka import model
 from vigil_core.kafka.event_sink import EventSink
 from vigil_core.kafka.group_client import GroupClientError
-from vigil_core.kafka.model import GroupState
+from vigil_core.kafka.model import GroupState, GroupType
 from vigil_core.kafka.outcomes import Reaction
 from vigil_core.kafka.security import KafkaConnection
 from vigil_operator import credentials
@@ -110,6 +111,8 @@ class Runtime:
     """Per CR uid: when each member was first seen and the pod it belongs to (domain.departures)."""
     _crash_removed: dict[str, dict[str, datetime]] = field(default_factory=dict)
     """Per CR uid: instance id → when its crash-looping member was last removed."""
+    _released: dict[str, set[str]] = field(default_factory=dict)
+    """Per CR uid: KIP-848 static members (ids) whose instance id is released (by vigil or their own client)."""
     _suspects: dict[str, dict[str, node_loss.Suspect]] = field(default_factory=dict)
     """Per CR uid: members on a lost node being watched for progress (domain.node_loss)."""
     _noted: dict[str, str] = field(default_factory=dict)
@@ -120,10 +123,14 @@ class Runtime:
     """Members removed at once because their consumer was provably gone (domain.departures)."""
     departures_deferred: int = 0
     """Removals the eviction budget held back (a crash-looping member while the budget is spent)."""
+    departures_released: int = 0
+    """KIP-848 static members whose instance id was released at once because their consumer was provably gone."""
     _requests: dict[Key, asyncio.Event] = field(default_factory=dict)
     """Per ConsumerGroup: a resync asked of its loop (a spec change, a pod's event; domain.pacing)."""
     _resynced: dict[Key, int] = field(default_factory=dict)
     """Per ConsumerGroup: the spec generation its loop last resynced."""
+    _states: dict[Key, GroupState] = field(default_factory=dict)
+    """Per ConsumerGroup whose loop runs here: the group state its last resync wrote (the group-state metric)."""
 
     def requests(self, key: Key) -> asyncio.Event:
         """Set when a resync of the ConsumerGroup `key` is asked for; its loop clears it as it begins one."""
@@ -148,6 +155,8 @@ class Runtime:
         self.rollouts.stop(uid)
         self._requests.pop(key, None)
         self._resynced.pop(key, None)
+        if self._states.pop(key, None) is not None:
+            self.metrics.count_states(self._states.values())
 
     async def sync(
         self, body: Mapping[str, Any], pods: Iterable[PodFacts], others: Iterable[claims.Claim], post: Post,
@@ -164,6 +173,9 @@ class Runtime:
             lock.release()
         self.syncs += 1
         self.metrics.resyncs.inc()
+        key = (str(body["metadata"]["namespace"]), str(body["metadata"]["name"]))
+        self._states[key] = model.by_name(GroupState, status.state or "", GroupState.UNKNOWN)
+        self.metrics.count_states(self._states.values())
         return status
 
     async def _sync(
@@ -183,7 +195,8 @@ class Runtime:
             connection = await _unless_stopped(
                 stop, credentials.connection_for(spec.kafka, namespace, self.kube, self.settings.state_dir / "secrets")
             )
-            observed = self.brokers.observe(connection, spec.group_id)
+            kip848 = spec.client.group_protocol is rules.GroupProtocol.CONSUMER
+            observed = self.brokers.observe(connection, spec.group_id, kip848=kip848)
             facts: GroupFacts | Unreachable = await _unless_stopped(stop, observed)
         except KubeError as exc:
             connection, facts = None, Unreachable("SecretMissing", str(exc))
@@ -226,8 +239,10 @@ class Runtime:
         connection: KafkaConnection, now: datetime, post: Post, stop: StopFlag | None,
     ) -> None:  # fmt: skip
         """Remove at once the members whose consumer is provably gone (domain.departures): an Event, an event on
-        the events topic and a count each. The StatefulSet is read only when a static member's pod is gone. Each
-        removal (with its budget record) is a step: none begins once `stop` is set."""
+        the events topic and a count each; KIP-848 static ones are released instead (an Event and a count), unless
+        their instance id is released already (ConsumerGroupDescribe, asked only then). The StatefulSet is read only
+        when a static member's pod is gone. Each removal or release (with its budget record) is a step: none begins
+        once `stop` is set."""
         sightings = self._sightings.get(uid, {})
         replicas = None
         if departures.needs_replicas(spec, sightings, pods) and spec.workload.name:
@@ -239,8 +254,17 @@ class Runtime:
                 return
         present = {m.member_id: m.instance_id for m in facts.view.members}
         crashed = self._crash_removed.setdefault(uid, {})
-        proven = departures.departures(spec, sightings, present, pods, replicas=replicas, crash_removed=crashed,
-                                       now=now)  # fmt: skip
+        released = self._released[uid] = self._released.get(uid, set()) & present.keys()
+        kip848 = facts.view.type is GroupType.CONSUMER
+
+        def proven_now() -> list[departures.Departure]:
+            return departures.departures(spec, sightings, present, pods, replicas=replicas, crash_removed=crashed,
+                                         now=now, kip848=kip848, released=released)  # fmt: skip
+
+        proven = proven_now()
+        if any(d.action == "release" for d in proven):  # released by their own client (a graceful close): no more
+            released |= await self.brokers.static_members_left(connection, spec.group_id) & present.keys()
+            proven = proven_now()
         member_pods = {member_id: seen.pod for member_id, seen in sightings.items() if seen.pod is not None}
         watched = set(self._suspects.get(uid, {}))
         lost, self._suspects[uid] = node_loss.judge(
@@ -252,8 +276,11 @@ class Runtime:
             log.info("%s: member %s is on a node that is not Ready: watching its commits", spec.group_id, member_id)
         removing = {d.member_id for d in proven}
         for gone in [*proven, *(d for d in lost if d.member_id not in removing)]:
-            _step(stop, f"before removing member {gone.member_id}")
+            _step(stop, f"before {'releasing' if gone.action == 'release' else 'removing'} member {gone.member_id}")
             if not await self._budget_allows(namespace, spec, gone, post):
+                continue
+            if gone.action == "release":
+                await self._release(spec, gone, connection, released, post)
                 continue
             outcome = await self.brokers.remove(connection, spec.group_id, gone.member_id, gone.instance_id,
                                                 gone.reason)  # fmt: skip
@@ -278,6 +305,24 @@ class Runtime:
                 message = f"could not remove member {gone.member_id} ({gone.reason}): {outcome.name}: {outcome.message}"
                 self.metrics.removal_failures.labels(gone.cause).inc()
                 post(Notice("Warning", "MemberRemovalFailed", message))
+
+    async def _release(self, spec: ConsumerGroupSpec, gone: departures.Departure, connection: KafkaConnection,
+                       released: set[str], post: Post) -> None:  # fmt: skip
+        """Release a KIP-848 static member's instance id for its replacement (compare-and-release); once per member
+        unless the broker could not be asked."""
+        assert gone.instance_id is not None  # a release is decided for static members only
+        outcome = await self.brokers.release(connection, spec.group_id, gone.member_id, gone.instance_id)
+        log.info("%s: releasing member %s (%s): %s", spec.group_id, gone.member_id, gone.reason, outcome.name)
+        self.metrics.member_releases.labels(gone.cause, outcome.name).inc()
+        if outcome.reaction is Reaction.DONE:
+            released.add(gone.member_id)
+            self.departures_released += 1
+            post(Notice("Normal", "MemberReleased", f"released member {gone.member_id} at once: {gone.reason}"))
+        elif outcome.reaction in {Reaction.ALREADY_GONE, Reaction.NOTHING_TO_DO}:  # gone, or replaced already
+            released.add(gone.member_id)
+        else:
+            message = f"could not release member {gone.member_id} ({gone.reason}): {outcome.name}: {outcome.message}"
+            post(Notice("Warning", "MemberReleaseFailed", message))
 
     def _note_once(self, source: str, message: str) -> None:
         if self._noted.get(source) != message:
@@ -305,9 +350,9 @@ class Runtime:
 
     async def _budget_allows(self, namespace: str, spec: ConsumerGroupSpec, gone: departures.Departure,
                              post: Post) -> bool:  # fmt: skip
-        """Record the removal in the group's eviction budget (the sidecars' Lease). A member proven gone is removed
-        whatever the budget says, and even when the Lease cannot be read; one that may come back (crash loop)
-        waits for room, and for a readable Lease."""
+        """Record the removal (or release) in the group's eviction budget (the sidecars' Lease). A member proven gone
+        is removed or released whatever the budget says, and even when the Lease cannot be read; one that may come
+        back (crash loop) waits for room, and for a readable Lease."""
         proven = gone.cause not in ("crash-loop", "node-lost")
         answer = await lease_api.request_removal(
             self.kube.budget_store(namespace, spec.group_id), gone.pod or gone.member_id, gone.member_id,
@@ -316,7 +361,7 @@ class Runtime:
         if isinstance(answer, ledger.Permit):
             return True
         if isinstance(answer, BudgetUnavailable) and proven:
-            log.warning("%s: removal of %s not recorded in the budget (%s): %s", spec.group_id, gone.member_id,
+            log.warning("%s: %s of %s not recorded in the budget (%s): %s", spec.group_id, gone.action, gone.member_id,
                         answer.cause, answer.message)  # fmt: skip
             return True
         self.departures_deferred += 1

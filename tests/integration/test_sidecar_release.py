@@ -19,8 +19,7 @@ from vigil_core.kafka.group_client import GroupClient
 from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
 from vigil_dev.kafka.cluster import KafkaCluster
-from vigil_dev.testing import clients, java_consumer, static_app
-from vigil_dev.testing.broker_log import broker_lines
+from vigil_dev.testing import broker_log, clients, java_consumer, static_app
 from vigil_dev.testing.java_consumer import JavaConsumer
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
@@ -71,15 +70,11 @@ class Static848:
 def _released_then_replaced(kafka: KafkaCluster, group: str, instance_id: str, old: str, new: str) -> None:
     """The broker's own words: the old member left for now (vigil's release), the new one replaced it, and nobody
     was refused for an unreleased instance id."""
-    iid = re.escape(instance_id)
-    released = broker_lines(kafka, group, rf"\[GroupId {{g}}\] Static member (\S+) with instance id {iid}"
-                            r" temporarily left the consumer group")  # fmt: skip
-    assert [m for _, (m,) in released] == [old], released
-    replaced = broker_lines(kafka, group, rf"\[GroupId {{g}}\] Static member with instance id {iid} re-joins the"
-                            r" consumer group using the consumer protocol\. Created a new member (\S+) to replace"
-                            r" the existing member (\S+)\.")  # fmt: skip
-    assert [hit for _, hit in replaced] == [(new, old)], replaced
-    refused = broker_lines(kafka, group, rf"\[GroupId {{g}}\] Static member \S+ with instance id {iid} cannot join")
+    released = broker_log.static_releases(kafka, group, instance_id)
+    assert released == [old], released
+    replaced = broker_log.static_replacements(kafka, group, instance_id)
+    assert replaced == [(new, old)], replaced
+    refused = broker_log.unreleased_refusals(kafka, group, instance_id)
     assert refused == [], refused
 
 

@@ -339,3 +339,123 @@ def test_pod_facts_crash_looping(state: dict[str, Any], restarts: int, expected:
                                      {"name": "vigil-sidecar", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
                                       "restartCount": 9}])  # fmt: skip
     assert pod_facts(raw).crash_looping is expected
+
+
+# --- KIP-848 static members: released for their replacement, not removed ---------------------------------------------
+
+RELEASE_CASES: list[Case] = [
+    # name, spec, sightings, present member ids, pods now, replicas, expected (member id, cause)
+    ("pod gone below the replicas (a restart): released", STATIC, static(0, 1), ["orders-0-m", "orders-1-m"],
+     [pod(0, static_id=True)], 2, [("orders-1-m", "pod-gone")]),
+    ("pod re-created under its name after the member was seen: released", STATIC, static(0), ["orders-0-m"],
+     [pod(0, static_id=True, created=LATER)], 1, [("orders-0-m", "pod-gone")]),
+    ("app container ended after the member was first seen: released", STATIC, static(0), ["orders-0-m"],
+     [pod(0, static_id=True, ended=LATER)], 1, [("orders-0-m", "container-terminated")]),
+    ("app ended before the member was first seen (the new incarnation): nothing", STATIC, static(0), ["orders-0-m"],
+     [pod(0, static_id=True, ended=SEEN - timedelta(seconds=1))], 1, []),
+    ("pod being deleted, its app still running (it releases itself as it closes): nothing", STATIC, static(0),
+     ["orders-0-m"], [pod(0, static_id=True, deleting=True)], 1, []),
+    ("pod live, nothing ended: nothing", STATIC, static(0, 1), ["orders-0-m", "orders-1-m"],
+     [pod(0, static_id=True), pod(1, static_id=True)], 2, []),
+    ("the replacement holds the instance id already: nothing (the old member is not present)", STATIC, static(0)
+     | {"orders-0-new": dep.Sighting(LATER + timedelta(seconds=3), "orders-0", "ns-orders-0")}, ["orders-0-new"],
+     [pod(0, static_id=True, created=LATER)], 1, []),
+    ("scaled away: removed, not released", STATIC, static(0, 1), ["orders-0-m", "orders-1-m"],
+     [pod(0, static_id=True)], 1, [("orders-1-m", "scale-down")]),
+    ("replicas unknown, pod gone: released (nothing says it scaled away)", STATIC, static(3), ["orders-3-m"], [],
+     None, [("orders-3-m", "pod-gone")]),
+    ("a dynamic member of a KIP-848 group is removed as before", DYNAMIC, dyn(0), ["orders-0-m"], [], None,
+     [("orders-0-m", "pod-gone")]),
+    ("member never mapped to a pod: nothing", STATIC, {"x": dep.Sighting(SEEN, None, "ns-x")}, ["x"], [], 1, []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("spec_", "sightings", "present", "pods", "replicas", "expected"),
+                         [c[1:] for c in RELEASE_CASES], ids=[c[0] for c in RELEASE_CASES])  # fmt: skip
+def test_kip848_static_members_of_gone_consumers_are_released(  # noqa: PLR0917 - one parameter per table column
+    spec_: ConsumerGroupSpec,
+    sightings: dict[str, dep.Sighting],
+    present: list[str],
+    pods: list[PodFacts],
+    replicas: int | None,
+    expected: list[tuple[str, str]],
+) -> None:
+    group = holders(present) if spec_ is STATIC else dynamic_holders(present)
+    found = dep.departures(spec_, sightings, group, pods, replicas=replicas, now=NOW, kip848=True)
+    assert causes(found) == expected
+    for d in found:
+        static_member = d.instance_id is not None
+        assert d.action == ("release" if static_member and d.cause != "scale-down" else "remove")
+        assert d.reason.startswith("vigil: ")
+        assert d.pod in d.reason
+        if d.action == "release":
+            assert (d.member_id, d.instance_id) == (d.member_id, group[d.member_id])  # its own pair, compared
+            assert d.reason.endswith(f"instance id {d.instance_id} released for its replacement")
+    # a classic group's static member of the same pod is bridging's business: neither removed nor released
+    classic = dep.departures(spec_, sightings, group, pods, replicas=replicas, now=NOW)
+    assert [d for d in classic if d.action == "release"] == []
+    assert causes(classic) == [c for c in expected if c[1] == "scale-down" or spec_ is DYNAMIC]
+
+
+def test_a_member_released_already_is_released_once() -> None:
+    """Released by vigil, or by its own client (epoch -2 read from ConsumerGroupDescribe): not again."""
+    args = (STATIC, static(0, 1), holders(["orders-0-m", "orders-1-m"]), [])
+    both = dep.departures(*args, replicas=2, now=NOW, kip848=True)
+    assert causes(both) == [("orders-0-m", "pod-gone"), ("orders-1-m", "pod-gone")]
+    once = dep.departures(*args, replicas=2, now=NOW, kip848=True, released={"orders-0-m"})
+    assert causes(once) == [("orders-1-m", "pod-gone")]
+
+
+def test_a_crash_looping_kip848_static_member_is_removed_once_not_released() -> None:
+    """The crash-loop rule owns it (its partitions should move on); after its removal, its window keeps it from
+    being released at every loop too."""
+    looping0 = PodFacts("orders-0", "ns-orders-0", 0, LATER, False, SEEN - timedelta(minutes=5), crash_looping=True)
+    args = (STATIC, static(0), holders(["orders-0-m"]), [looping0])
+    assert causes(dep.departures(*args, replicas=1, now=NOW, kip848=True)) == [("orders-0-m", "crash-loop")]
+    removed = {"ns-orders-0": NOW}
+    assert dep.departures(*args, replicas=1, now=NOW, kip848=True, crash_removed=removed) == []
+
+
+@given(
+    mapped=member_ids,
+    present=member_ids,
+    live=member_ids,
+    ended=st.dictionaries(st.integers(0, 7), st.integers(-30, 30)),
+    deleting=member_ids,
+    replicas=st.none() | st.integers(0, 8),
+    released=member_ids,
+)
+def test_a_release_is_only_for_a_present_static_member_of_a_provably_ended_consumer(  # noqa: PLR0917
+    mapped: list[int],
+    present: list[int],
+    live: list[int],
+    ended: dict[int, int],
+    deleting: list[int],
+    replicas: int | None,
+    released: list[int],
+) -> None:
+    """Whatever the mix: a release names a present member with its own instance id, of a pod gone or whose app
+    ended provably after the member was first seen, not released before, never also removed; every member of a gone
+    pod below the replicas is released unless it was before."""
+    pods = [
+        pod(i, ended=SEEN + timedelta(seconds=ended[i]) if i in ended else None, deleting=i in deleting,
+            static_id=True)
+        for i in live
+    ]  # fmt: skip
+    members = [f"orders-{i}-m" for i in present]
+    group = holders(members)
+    done = {f"orders-{i}-m" for i in released}
+    found = dep.departures(STATIC, static(*mapped), group, pods, replicas=replicas, now=NOW, kip848=True,
+                           released=done)  # fmt: skip
+    ids = [d.member_id for d in found]
+    assert len(ids) == len(set(ids))
+    for d in (d for d in found if d.action == "release"):
+        i = int(d.pod.removeprefix("orders-"))
+        assert i in mapped
+        assert i in present
+        assert d.instance_id == group[d.member_id]
+        assert d.member_id not in done
+        assert i not in live or SEEN + timedelta(seconds=ended.get(i, -1)) >= LATER
+    gone_below = {f"orders-{i}-m" for i in mapped if i in present and i not in live and replicas is not None
+                  and i < replicas}  # fmt: skip
+    assert gone_below - done <= {d.member_id for d in found if d.action == "release"}

@@ -189,15 +189,3 @@ def test_every_message_is_one_sentence_without_placeholders(outcome: Outcome) ->
     assert "{" not in text
     assert "\n" not in text
     assert len(text) < 200
-
-
-def test_every_confluent_group_state_maps_to_a_known_state() -> None:
-    from confluent_kafka import ConsumerGroupState
-
-    from vigil_core.kafka import group_client
-    from vigil_core.kafka.model import GroupState
-
-    mapped = {s: group_client._enum(GroupState, s, GroupState.UNKNOWN) for s in ConsumerGroupState}  # noqa: SLF001
-    assert mapped[ConsumerGroupState.PREPARING_REBALANCING] is GroupState.PREPARING_REBALANCE
-    assert mapped[ConsumerGroupState.COMPLETING_REBALANCING] is GroupState.COMPLETING_REBALANCE
-    assert [s for s, m in mapped.items() if m is GroupState.UNKNOWN] == [ConsumerGroupState.UNKNOWN]

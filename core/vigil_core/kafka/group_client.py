@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from vigil_core.kafka import retry, wire
+from vigil_core.kafka import model, retry, wire
 from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView, TopicPartitionRef
 from vigil_core.kafka.outcomes import APP_POLLED, TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
@@ -138,7 +138,7 @@ class GroupClient:
             f"describe group {group_id!r}",
             lambda: self._admin.describe_consumer_groups([group_id], request_timeout=self._timeout)[group_id],
         )
-        group_type = _enum(GroupType, desc.type, GroupType.UNKNOWN)
+        group_type = model.by_name(GroupType, desc.type, GroupType.UNKNOWN)
         subscribed: dict[str, tuple[str, ...]] = {}
         if subscriptions and group_type is GroupType.CLASSIC and desc.members:
             subscribed = self._wire.subscriptions(desc.coordinator.id, group_id)
@@ -156,23 +156,19 @@ class GroupClient:
             )
             for m in desc.members
         )
-        state = _enum(GroupState, desc.state, GroupState.UNKNOWN)
-        if group_type is GroupType.CONSUMER and state is GroupState.UNKNOWN:
-            state = self._kip848_state(desc.coordinator.id, group_id)
+        reported = model.by_name(GroupState, desc.state, GroupState.UNKNOWN)
+        described = None  # ConsumerGroupDescribe names the KIP-848 states librdkafka reports as Unknown
+        if model.needs_consumer_group_describe(group_type, reported):
+            answer = self._wire.consumer_group(desc.coordinator.id, group_id)
+            described = (answer.code, answer.state)
         return GroupView(
             group_id=group_id,
-            state=state,
+            state=model.group_state(group_type, reported, described),
             type=group_type,
             assignor=desc.partition_assignor or "",
             coordinator_id=desc.coordinator.id,
             members=members,
         )
-
-    def _kip848_state(self, coordinator: int, group_id: str) -> GroupState:
-        """librdkafka names no KIP-848 state but Stable, Empty and Dead: Assigning and Reconciling come back Unknown
-        (librdkafka `rd_kafka_consumer_group_state_code`). ConsumerGroupDescribe names it; still Unknown if it fails."""
-        code, name = self._wire.consumer_group_state(coordinator, group_id)
-        return _enum(GroupState, name, GroupState.UNKNOWN) if code == 0 else GroupState.UNKNOWN
 
     def committed_offsets(self, group_id: str) -> dict[TopicPartitionRef, int]:
         """Committed offset per partition the group has committed for (partitions without a commit left out)."""
@@ -375,6 +371,21 @@ class GroupClient:
             lambda node: self._wire.release_static_member(node, group_id, member_id, instance_id),
         )
 
+    def static_members_left(self, group_id: str) -> frozenset[str]:
+        """The member ids of a KIP-848 group's static members that left for now (ConsumerGroupDescribe, epoch -2):
+        their instance id is released already — by their own client on a graceful close, or on their behalf — so
+        there is nothing to release for them. Raises GroupClientError."""
+        answers: list[wire.ConsumerGroupAnswer] = []
+
+        def send(node: int) -> int:
+            answers[:] = [self._wire.consumer_group(node, group_id)]
+            return answers[0].code
+
+        outcome = self._at_coordinator(Api.DESCRIBE_GROUP, group_id, send)
+        if outcome.reaction is not Reaction.DONE or not answers:
+            raise GroupClientError(outcome, f"ConsumerGroupDescribe of group {group_id!r}")
+        return answers[0].left
+
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> Outcome:
         """One Heartbeat on behalf of a member (bridging a static member whose app is restarting)."""
         return self._at_coordinator(
@@ -420,13 +431,3 @@ def _kafka_code(exc: KafkaException) -> int:
     error = exc.args[0] if exc.args else None
     code = error.code() if error is not None and hasattr(error, "code") else TRANSPORT_ERROR
     return int(code) if code >= -1 else TRANSPORT_ERROR
-
-
-def _enum(kind: type, value: object, default: "object") -> Any:
-    """Map confluent-kafka's enum members (e.g. ConsumerGroupState.STABLE) onto ours by name."""
-    # confluent-kafka spells two states its own way: PREPARING_REBALANCING, COMPLETING_REBALANCING
-    name = getattr(value, "name", str(value)).replace("_", "").lower().replace("rebalancing", "rebalance")
-    for member in kind:  # type: ignore[attr-defined]
-        if str(member.value).replace("_", "").lower() == name or member.name.replace("_", "").lower() == name:
-            return member
-    return default

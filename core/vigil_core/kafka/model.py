@@ -1,7 +1,13 @@
-"""What vigil knows about a consumer group, as plain values (pure: built by the client, used by decisions)."""
+"""What vigil knows about a consumer group, as plain values (pure: built by the client, used by decisions).
+
+The group's state is named here once for every part of vigil (the sidecar's watchdog and `/v1/status`, the
+ConsumerGroup status, conditions and metrics): `group_state` from what librdkafka's describe says and, for a KIP-848
+group it cannot name, what ConsumerGroupDescribe says; `rebalancing` whether that state waits on the members.
+"""
 
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import Enum, StrEnum
+from typing import TypeVar
 
 
 class GroupType(StrEnum):
@@ -26,6 +32,42 @@ class GroupState(StrEnum):
 _REBALANCING = frozenset(
     {GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.RECONCILING, GroupState.ASSIGNING}
 )
+
+E = TypeVar("E", bound=Enum)
+
+
+def by_name(kind: type[E], value: object, default: E) -> E:
+    """`value` — a library's enum member (confluent-kafka's `ConsumerGroupState.PREPARING_REBALANCING`) or a name as
+    the broker spells it (`PreparingRebalance`, `Reconciling`) — as a member of `kind`; `default` when none matches.
+    Case and underscores do not count; confluent-kafka's `…_REBALANCING` is the broker's `…Rebalance`."""
+    name = getattr(value, "name", str(value)).replace("_", "").lower().replace("rebalancing", "rebalance")
+    for member in kind:
+        if str(member.value).replace("_", "").lower() == name or member.name.replace("_", "").lower() == name:
+            return member
+    return default
+
+
+def needs_consumer_group_describe(group_type: GroupType, reported: GroupState) -> bool:
+    """librdkafka's describe names no KIP-848 state but Stable, Empty and Dead: Assigning and Reconciling come back
+    Unknown (librdkafka `rd_kafka_consumer_group_state_code`). Only then is ConsumerGroupDescribe asked."""
+    return group_type is GroupType.CONSUMER and reported is GroupState.UNKNOWN
+
+
+def group_state(group_type: GroupType, reported: GroupState, described: tuple[int, str] | None = None) -> GroupState:
+    """The state vigil reports: librdkafka's (`reported`), unless it could not name a KIP-848 group's state; then the
+    one ConsumerGroupDescribe named (`described`: its error code and state name, None when not asked), Unknown when
+    that failed or named none vigil knows."""
+    if not needs_consumer_group_describe(group_type, reported) or described is None:
+        return reported
+    code, name = described
+    return by_name(GroupState, name, GroupState.UNKNOWN) if code == 0 else GroupState.UNKNOWN
+
+
+def rebalancing(group_type: GroupType, state: GroupState) -> bool:
+    """The group is between generations or epochs, waiting on its members: a classic join or sync phase, or a KIP-848
+    group reconciling or assigning. Unknown in a KIP-848 group (ConsumerGroupDescribe failed: `group_state`) can
+    only be one of the two librdkafka cannot name, so it counts as a rebalance too."""
+    return state in _REBALANCING or (group_type is GroupType.CONSUMER and state is GroupState.UNKNOWN)
 
 
 @dataclass(frozen=True, order=True)
@@ -71,11 +113,8 @@ class GroupView:
 
     @property
     def rebalancing(self) -> bool:
-        """The group is between generations or epochs, waiting on its members: a classic join or sync phase, or a
-        KIP-848 group reconciling or assigning. `GroupClient.describe` names the KIP-848 states (librdkafka's
-        describe knows none but Stable, Empty and Dead: `rd_kafka_consumer_group_state_code`); should that fail,
-        Unknown in a KIP-848 group can only be one of the two, so it counts as a rebalance too."""
-        return self.state in _REBALANCING or (self.type is GroupType.CONSUMER and self.state is GroupState.UNKNOWN)
+        """Waiting on its members (module function `rebalancing`)."""
+        return rebalancing(self.type, self.state)
 
     def member(self, member_id: str) -> MemberView | None:
         return next((m for m in self.members if m.member_id == member_id), None)

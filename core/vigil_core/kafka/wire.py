@@ -2,7 +2,8 @@
 (per-member identities with KIP-800 reasons), Heartbeat v3+ (on behalf of a static member), JoinGroup v4+ (a
 pending member only), DescribeGroups for the classic consumer protocol metadata (subscriptions), and the two KIP-848
 APIs kafka-python 3.0 does not define, from schemas in `vigil_core.kafka.messages`: ConsumerGroupDescribe (the
-group's real state: librdkafka reports Assigning and Reconciling as Unknown) and
+group's real state: librdkafka reports Assigning and Reconciling as Unknown; the static members whose instance id
+is released already) and
 ConsumerGroupHeartbeat with epoch -2 (a dead static member's instance id released on its behalf).
 
 Only this module imports kafka-python. It returns raw error codes; `outcomes.classify` decides what they
@@ -79,6 +80,18 @@ class LeaveIdentity:
     """Empty string: remove whoever holds `instance_id` now (departed static members only)."""
     instance_id: str | None
     reason: str
+
+
+@dataclass(frozen=True)
+class ConsumerGroupAnswer:
+    """A KIP-848 group as ConsumerGroupDescribe shows it (what vigil needs of it), or its error code."""
+
+    code: int
+    state: str = ""
+    """Empty, Assigning, Reconciling, Stable or Dead."""
+    left: frozenset[str] = frozenset()
+    """Member ids whose epoch is -2: static members that left for now, their instance id released (by their client
+    on a graceful close, or on their behalf), their partitions kept until their session timeout."""
 
 
 @dataclass(frozen=True)
@@ -208,15 +221,15 @@ class GroupWire:
         except _TRANSPORT:
             return TRANSPORT_ERROR
 
-    def consumer_group_state(self, coordinator: int, group_id: str) -> tuple[int, str]:
-        """A KIP-848 group's state as ConsumerGroupDescribe names it (Empty, Assigning, Reconciling, Stable, Dead):
-        (error code, state)."""
+    def consumer_group(self, coordinator: int, group_id: str) -> ConsumerGroupAnswer:
+        """ConsumerGroupDescribe of one KIP-848 group: its state and the static members that left for now."""
         request = ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False)
         try:
             group = self._send(request, coordinator).groups[0]
         except _TRANSPORT:
-            return TRANSPORT_ERROR, ""
-        return int(group.error_code), str(group.group_state or "")
+            return ConsumerGroupAnswer(TRANSPORT_ERROR)
+        left = frozenset(m.member_id for m in group.members or () if m.member_epoch == LEAVE_STATIC_MEMBER_EPOCH)
+        return ConsumerGroupAnswer(int(group.error_code), str(group.group_state or ""), left)
 
     def subscriptions(self, coordinator: int, group_id: str) -> dict[str, tuple[str, ...]]:
         """member id -> subscribed topics, decoded from the classic consumer protocol metadata."""

@@ -24,3 +24,28 @@ def stabilized(kafka: KafkaCluster, group: str) -> list[tuple[int, int]]:
 
 def generations(kafka: KafkaCluster, group: str) -> list[int]:
     return [gen for gen, _ in stabilized(kafka, group)]
+
+
+def static_releases(kafka: KafkaCluster, group: str, instance_id: str) -> list[str]:
+    """The member ids the broker logged as having left `group` "temporarily" under `instance_id` (KIP-848 static
+    members, epoch -2: released by their client as it closed, or on their behalf), in log order."""
+    iid = re.escape(instance_id)
+    pattern = rf"\[GroupId {{g}}\] Static member (\S+) with instance id {iid} temporarily left the consumer group"
+    return [member for _, (member,) in broker_lines(kafka, group, pattern)]
+
+
+def static_replacements(kafka: KafkaCluster, group: str, instance_id: str) -> list[tuple[str, str]]:
+    """(new member, replaced member) each time a KIP-848 static member took `instance_id` over in `group`."""
+    iid = re.escape(instance_id)
+    pattern = (
+        rf"\[GroupId {{g}}\] Static member with instance id {iid} re-joins the consumer group using the consumer"
+        r" protocol\. Created a new member (\S+) to replace the existing member (\S+)\."
+    )
+    return [(new, old) for _, (new, old) in broker_lines(kafka, group, pattern)]
+
+
+def unreleased_refusals(kafka: KafkaCluster, group: str, instance_id: str) -> list[tuple[str, ...]]:
+    """Every join the broker refused because another member still held `instance_id` (UNRELEASED_INSTANCE_ID)."""
+    iid = re.escape(instance_id)
+    return [hit for _, hit in broker_lines(kafka, group, rf"\[GroupId {{g}}\] Static member (\S+) with instance"
+                                                          rf" id {iid} cannot join")]  # fmt: skip

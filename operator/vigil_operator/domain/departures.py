@@ -27,10 +27,18 @@ Only proof counts, never silence:
 - **crash-loop** (static members): the app container of the pod holding the instance id is in CrashLoopBackOff
   after its second end — removed at most once per `CRASH_LOOP_WINDOW`.
 
+A **KIP-848 static member** whose pod is gone, or exists anew, or whose app container ended (each provably after the
+member was first seen) and that none of the rules above removes (a restart, not a scale-down or a crash loop) is
+**released** instead (`action` "release"): its instance id freed on its behalf (ConsumerGroupHeartbeat with epoch
+-2, what its client sends when it closes; compare-and-release, `GroupClient.release_static_member`, as the sidecar
+does on the helper's proof). Its replacement then takes the member and its partitions over at once, with no
+rebalance; without it the replacement is refused with UNRELEASED_INSTANCE_ID (fatal in the Java client and
+librdkafka: a crash loop) until the dead member's session timeout fences it. Once per member (`released`).
+
 Pure: (spec, sightings, members present now with their instance ids, pods now, replicas) → departures.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -41,6 +49,7 @@ from vigil_operator.domain.status import MemberStatus
 
 Cause = Literal["scale-down", "pod-gone", "container-terminated", "crash-loop", "node-lost"]
 """`vigil_core.events.MemberRemovedPayload.cause` values this module decides."""
+Action = Literal["remove", "release"]
 
 CLOCK_SKEW = timedelta(seconds=1)
 CRASH_LOOP_WINDOW = timedelta(minutes=10)
@@ -67,6 +76,9 @@ class Departure:
     cause: Cause
     reason: str
     """The LeaveGroup reason (KIP-800), also the Event's message."""
+    action: Action = "remove"
+    """remove: compare-and-remove (LeaveGroup); release: a KIP-848 static member's instance id released on its
+    behalf (ConsumerGroupHeartbeat with epoch -2), its partitions kept for its replacement."""
 
 
 def remember(sightings: Mapping[str, Sighting], members: Sequence[MemberStatus], now: datetime) -> dict[str, Sighting]:
@@ -90,10 +102,14 @@ def departures(
     replicas: int | None,
     crash_removed: Mapping[str, datetime] | None = None,
     now: datetime | None = None,
+    kip848: bool = False,
+    released: Collection[str] = (),
 ) -> list[Departure]:
-    """The members to remove now, in pod order. `present`: member id → instance id of the members in the group
-    now; `replicas`: the StatefulSet's desired count (None: unknown); `crash_removed`: instance id → when a
-    crash-looping member of it was last removed (at most once per CRASH_LOOP_WINDOW)."""
+    """The members to remove (or, KIP-848 static ones, release) now, in pod order. `present`: member id → instance
+    id of the members in the group now; `replicas`: the StatefulSet's desired count (None: unknown);
+    `crash_removed`: instance id → when a crash-looping member of it was last removed (at most once per
+    CRASH_LOOP_WINDOW); `kip848`: the group uses the consumer protocol; `released`: the member ids released
+    already (once each)."""
     live = {p.name: p for p in pods}
     if _static_set(spec):
         found = _scaled_away(spec, sightings, present, live, replicas)
@@ -107,6 +123,8 @@ def departures(
             for d in (_dynamic(member_id, seen, live.get(seen.pod)),)
             if d is not None
         ]
+    if kip848:
+        found += _releases(sightings, present, live, skip={d.member_id for d in found} | set(released))
     return sorted(found, key=lambda d: (d.pod, d.member_id))
 
 
@@ -160,16 +178,48 @@ def _crash_looping(
     return found
 
 
-def _dynamic(member_id: str, seen: Sighting, pod: PodFacts | None) -> Departure | None:
+def _releases(
+    sightings: Mapping[str, Sighting], present: Mapping[str, str | None], live: Mapping[str, PodFacts],
+    skip: set[str],
+) -> list[Departure]:  # fmt: skip
+    """KIP-848 static members whose consumer provably ended (pod gone or re-created, app container ended), to be
+    released for their replacement; not a crash-looping pod's (that is a removal's business, once per window)."""
+    found = []
+    for member_id, seen in sightings.items():
+        instance_id = present.get(member_id)
+        if instance_id is None or seen.pod is None or member_id in skip or seen.instance_id != instance_id:
+            continue
+        pod = live.get(seen.pod)
+        if pod is not None and pod.crash_looping:
+            continue
+        ended = _ended(seen, pod)
+        if ended is not None:
+            cause, why = ended
+            reason = f"{why}: instance id {instance_id} released for its replacement"
+            found.append(Departure(member_id, instance_id, seen.pod, cause, reason, action="release"))
+    return found
+
+
+def _ended(seen: Sighting, pod: PodFacts | None) -> tuple[Cause, str] | None:
+    """How the consumer of a member first seen as `seen` provably ended, by its pod now (None: gone), or None."""
     name = seen.pod or ""
     if pod is None or _after(pod.created_at, seen):
-        return Departure(member_id, None, name, "pod-gone", f"vigil: pod {name} is gone")
+        return "pod-gone", f"vigil: pod {name} is gone"
     if _after(pod.app_ended_at, seen):
         assert pod.app_ended_at is not None
         at = pod.app_ended_at.strftime("%H:%M:%S")
-        reason = f"vigil: the app container of pod {name} ended at {at} UTC without leaving the group"
-        return Departure(member_id, None, name, "container-terminated", reason)
+        return "container-terminated", f"vigil: the app container of pod {name} ended at {at} UTC"
     return None
+
+
+def _dynamic(member_id: str, seen: Sighting, pod: PodFacts | None) -> Departure | None:
+    ended = _ended(seen, pod)
+    if ended is None:
+        return None
+    cause, reason = ended
+    if cause == "container-terminated":
+        reason += " without leaving the group"
+    return Departure(member_id, None, seen.pod or "", cause, reason)
 
 
 def _after(moment: datetime | None, seen: Sighting) -> bool:

@@ -16,10 +16,6 @@ from vigil_operator.domain.spec import ConsumerGroupSpec
 from vigil_operator.domain.stalls import StallReport
 from vigil_operator.domain.status import Condition, ConditionType, ConsumerGroupStatus, MemberStatus, StalledMember
 
-REBALANCING_STATES = frozenset(
-    {GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.RECONCILING, GroupState.ASSIGNING}
-)
-
 
 @dataclass(frozen=True)
 class GroupFacts:
@@ -30,6 +26,10 @@ class GroupFacts:
     committed: Mapping[TopicPartitionRef, int]
     end_offsets: Mapping[TopicPartitionRef, int]
     limits: rules.BrokerLimits
+    """The broker's limits; for a KIP-848 group read with `group_configs`, with the group's own session and heartbeat
+    in effect (`BrokerLimits.for_group`)."""
+    group_configs: bool = False
+    """The KIP-848 group's own timings were read (its group configs) and are the ones in `limits`."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def _observe(previous: ConsumerGroupStatus, obs: Observation, now: datetime) -> 
     )
     known = [m.lag for m in members if m.lag is not None]
     changed = _membership(previous.members) != _membership(members) or (
-        view.state in REBALANCING_STATES and previous.state != view.state.value
+        view.rebalancing and previous.state != view.state.value
     )
     return ConsumerGroupStatus(
         observed_generation=obs.generation,
@@ -205,17 +205,15 @@ def _conditions(
         cs = put(cs, ConditionType.STALLED, "Unknown", facts.reason, "The group cannot be described.")
         cs = put(cs, ConditionType.REBALANCING, "Unknown", facts.reason, "The group cannot be described.")
     else:
-        state = GroupState(status.state or GroupState.UNKNOWN.value)
+        view = facts.view
         pods = ", ".join(s.pod or s.member_id for s in status.stalled_members)
         if status.stalled_members:
             cs = put(cs, ConditionType.STALLED, "True", "MembersStalled", f"Stalled: {pods}.")
         else:
             cs = put(cs, ConditionType.STALLED, "False", "NoStall", "No member is stalled.")
-        if state in REBALANCING_STATES:
-            cs = put(cs, ConditionType.REBALANCING, "True", state.value, f"The group is {state.value}.")
-        else:
-            cs = put(cs, ConditionType.REBALANCING, "False", state.value, f"The group is {state.value}.")
-        ready = _readiness(state, status, config)
+        said = _state_in_words(view)
+        cs = put(cs, ConditionType.REBALANCING, "True" if view.rebalancing else "False", view.state.value, said)
+        ready = _readiness(view, status, config)
         cs = put(cs, ConditionType.READY, *ready)
     restart = cond.find(cs, ConditionType.RESTART_IN_PROGRESS)  # owned by the restart coordinator (#8) once it runs
     if restart is None:
@@ -225,9 +223,16 @@ def _conditions(
     return cs
 
 
+def _state_in_words(view: GroupView) -> str:
+    if view.rebalancing and view.state is GroupState.UNKNOWN:  # a KIP-848 group ConsumerGroupDescribe did not name
+        return "The group is rebalancing (Assigning or Reconciling: its KIP-848 state could not be read)."
+    return f"The group is {view.state.value}."
+
+
 def _readiness(
-    state: GroupState, status: ConsumerGroupStatus, config: tuple[cond.Truth, str, str]
+    view: GroupView, status: ConsumerGroupStatus, config: tuple[cond.Truth, str, str]
 ) -> tuple[cond.Truth, str, str]:
+    state = view.state
     if config[0] == "False":
         return "False", "ConfigInvalid", config[2]
     if status.stalled_members:
@@ -238,7 +243,7 @@ def _readiness(
         return "False", "GroupEmpty", "The group has no members: no consumer of it is running."
     if state is GroupState.DEAD:
         return "False", "GroupNotFound", "The broker does not know the group (no consumer has joined it yet)."
-    return "False", "Rebalancing" if state in REBALANCING_STATES else state.value, f"The group is {state.value}."
+    return "False", "Rebalancing" if view.rebalancing else state.value, _state_in_words(view)
 
 
 def _config(obs: Observation) -> tuple[cond.Truth, str, str]:
@@ -251,6 +256,11 @@ def _config(obs: Observation) -> tuple[cond.Truth, str, str]:
     problems = [f for f in findings if f.severity is not rules.Severity.INFO]
     if not problems:
         checked = "Kafka's default limits" if limits.from_defaults else "the broker's limits"
+        if isinstance(obs.broker, GroupFacts) and obs.broker.group_configs:
+            checked += (
+                f" and the group's own session ({limits.consumer_session_ms} ms) and heartbeat"
+                f" ({limits.consumer_heartbeat_ms} ms)"
+            )
         return "True", "Valid", f"Client timings are consistent and within {checked}."
     text = " ".join(f"{f.setting}: {f.message}" for f in problems)
     if any(f.severity is rules.Severity.ERROR for f in problems):

@@ -106,7 +106,8 @@ class ForeignRebalance(StrEnum):
     """Compare-and-remove the absent member at once, so the rebalance completes now instead of waiting for it
     until its session or rebalance timeout, handing it partitions and expiring it (a second rebalance)."""
     HOLD = "hold"
-    """Keep heartbeating (bounded by maxBridgeSeconds) so the restarted app joins the same rebalance."""
+    """Keep heartbeating so the restarted app joins the same rebalance: at most maxBridgeSeconds, and at most one
+    session timeout after the bridge met the rebalance (the group waits meanwhile); then remove."""
 
 
 class Bridge(_Spec):

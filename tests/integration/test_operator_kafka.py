@@ -1,0 +1,206 @@
+"""The operator's Kafka side (`vigil_operator.brokers.Brokers`, one GroupClient per cluster on its worker thread)
+against the real broker, with the pure resync (`domain.reconcile`) on what it observed: what the ConsumerGroup
+status says of a KIP-848 group mid-reconciliation, which timings ConfigValid judges a KIP-848 group by, and the
+release of a dead KIP-848 static member's instance id for its replacement (issue #23, the operator's side).
+"""
+
+import asyncio
+import re
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from vigil_core.kafka.group_client import GroupClient
+from vigil_core.kafka.model import GroupState, GroupType
+from vigil_core.kafka.outcomes import Reaction
+from vigil_dev import procs
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing import broker_log, clients, static_app
+from vigil_dev.testing.waiting import bound, wait_for
+from vigil_operator.brokers import Brokers
+from vigil_operator.domain.reconcile import GroupFacts, Observation, reconcile
+from vigil_operator.domain.spec import parse_spec
+from vigil_operator.domain.status import ConditionType, ConsumerGroupStatus
+from vigil_operator.metrics import OperatorMetrics
+
+pytestmark = pytest.mark.integration
+
+KIP848: clients.ClientConfig = {"group.protocol": "consumer", "max.poll.interval.ms": 60000}
+GROUP_SESSION_MS = 45000
+"""Kafka's default KIP-848 session, set on the group (the test broker's is 10 s): the stock wait for a dead static
+member's instance id."""
+BACK_WITHIN = 10.0
+"""A released member's replacement (a new process joining) holds partitions within this long of its start."""
+NO_SIDECAR = "127.0.0.1:1"
+"""The app's beacon address: no sidecar listens there, so only the operator's release can free the instance id."""
+
+
+@pytest.fixture
+def brokers() -> Iterator[Brokers]:
+    b = Brokers()
+    yield b
+    b.close()
+
+
+def _spec(group: str, bootstrap: str, **liveness: float) -> dict[str, object]:
+    return {"groupId": group, "kafka": {"bootstrapServers": bootstrap},
+            "workload": {"kind": "Deployment", "name": "app"}, "client": {"groupProtocol": "consumer"},
+            "liveness": liveness}  # fmt: skip
+
+
+def _resync(group: str, bootstrap: str, facts: GroupFacts, **liveness: float) -> ConsumerGroupStatus:
+    observation = Observation(1, parse_spec(_spec(group, bootstrap, **liveness)), facts)
+    status, _ = reconcile(ConsumerGroupStatus(), observation, datetime.now(UTC))
+    return status
+
+
+def _condition(status: ConsumerGroupStatus, kind: ConditionType) -> tuple[str, str, str]:
+    found = next(c for c in status.conditions if c.type is kind)
+    return found.status, found.reason, found.message
+
+
+def test_a_kip848_group_mid_reconciliation_is_reconciling_in_the_status_and_the_metric(
+    kafka: KafkaCluster, brokers: Brokers
+) -> None:
+    """Issue #23 point 9, the operator's describe path. A KIP-848 group waiting for a member to let partitions go
+    (rebalance callbacks and no poll: librdkafka holds the revocation for its poll) is Reconciling; librdkafka's
+    describe says Unknown. The ConsumerGroup status says Reconciling (the `kubectl get kcg` State column), Ready is
+    False for Rebalancing, the Rebalancing condition True, and the group-state metric counts it as Reconciling."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("op-848-rb"), partitions=4)
+    group = clients.unique("g-op-848-rb")
+    holder = clients.Member(conn, group, [topic], "holder", extra=KIP848, listener=True).start()
+    members = [holder]
+    try:
+        wait_for(lambda: len(holder.assigned), lambda n: n == 4, timeout=60, what="the holder owning all 4")
+        holder.paused_polling.set()
+        wait_for(holder.parked.is_set, timeout=5, what="the holder no longer polling")
+        members.append(clients.Member(conn, group, [topic], "joiner", extra=KIP848).start())
+        facts = wait_for(lambda: asyncio.run(brokers.observe(conn, group, kip848=True)),
+                         lambda f: isinstance(f, GroupFacts) and len(f.view.members) == 2, timeout=30,
+                         what="the operator observing both members")  # fmt: skip
+        assert isinstance(facts, GroupFacts)
+        librdkafka = clients.describe_group(conn, group)
+        assert str(librdkafka.state).split(".")[-1].upper() == "UNKNOWN"  # what the status said before the fix
+        assert facts.view.type is GroupType.CONSUMER
+        assert facts.view.state is GroupState.RECONCILING, facts.view.state
+
+        status = _resync(group, conn.bootstrap_servers, facts)
+        assert status.state == "Reconciling"
+        assert _condition(status, ConditionType.READY)[:2] == ("False", "Rebalancing")
+        assert _condition(status, ConditionType.REBALANCING)[:2] == ("True", "Reconciling")
+        metrics = OperatorMetrics()
+        metrics.count_states([GroupState(status.state)])
+        sample = metrics.registry.get_sample_value
+        assert sample("vigil_operator_group_state", {"state": "Reconciling"}) == 1
+        assert sample("vigil_operator_group_state", {"state": "Unknown"}) == 0
+    finally:
+        for m in members:
+            m.close()
+
+
+def test_kip848_config_valid_is_judged_by_the_group_s_own_heartbeat(kafka: KafkaCluster, brokers: Brokers) -> None:
+    """Issue #23 (the operator's KIP-848 timing check). The group's own heartbeat interval is 3 s (a group config; the
+    broker's is 1 s); a stall timeout of 5 s is below two of the group's heartbeats. ConfigValid says so, naming the
+    group's 3000 ms; judged by the broker's values (what the operator read before) it was Valid."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("op-timings848"), partitions=1)
+    group = clients.unique("g-op-timings848")
+    entry = ConfigEntry("consumer.heartbeat.interval.ms", "3000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
+    admin = clients.admin(conn)  # set as a user would (kafka-configs --entity-type groups)
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    member = clients.Member(conn, group, [topic], "m", extra=KIP848).start()
+    try:
+        wait_for(lambda: len(member.assigned), lambda n: n == 1, timeout=60, what="the member owning the partition")
+        facts = asyncio.run(brokers.observe(conn, group, kip848=True))
+        assert isinstance(facts, GroupFacts)
+        assert facts.group_configs
+        assert (facts.limits.consumer_session_ms, facts.limits.consumer_heartbeat_ms) == (10000, 3000)
+        config = _condition(
+            _resync(group, conn.bootstrap_servers, facts, stallTimeoutSeconds=5), ConditionType.CONFIG_VALID
+        )
+        assert config[:2] == ("True", "ValidWithAdvice"), config
+        assert "stallTimeout (5000 ms) is below 2× the group's heartbeat interval (3000 ms)" in config[2]
+        fine = _condition(
+            _resync(group, conn.bootstrap_servers, facts, stallTimeoutSeconds=8), ConditionType.CONFIG_VALID
+        )
+        assert fine[:2] == ("True", "Valid")
+        assert "the group's own session (10000 ms) and heartbeat (3000 ms)" in fine[2]
+
+        broker_only = asyncio.run(brokers.observe(conn, group))  # the broker's values alone: the check before
+        assert isinstance(broker_only, GroupFacts)
+        assert broker_only.limits.consumer_heartbeat_ms == 1000
+        before = _resync(group, conn.bootstrap_servers, broker_only, stallTimeoutSeconds=5)
+        assert _condition(before, ConditionType.CONFIG_VALID)[:2] == ("True", "Valid")
+    finally:
+        member.close()
+
+
+def test_the_operator_releases_a_dead_kip848_static_member_for_its_replacement(
+    kafka: KafkaCluster, brokers: Brokers, tmp_path: Path
+) -> None:
+    """Issue #23 (the operator's side of the KIP-848 static release). A static member's app is killed (no sidecar:
+    nobody releases it); the group's session is 45 s. The operator's adapter releases the instance id with the
+    observed pair; the replacement takes the member over at once, where it would be refused with
+    UNRELEASED_INSTANCE_ID for the session. Then: the same release again is compare-and-release (the instance id is
+    the replacement's now: nothing changes), and a graceful close shows as a static member that left (what the
+    operator reads before a release, so it does not release again what the client released)."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("op-release"), partitions=4)
+    group = clients.unique("g-op-release")
+    admin = GroupClient(conn)
+    try:
+        admin.set_group_session(group, GROUP_SESSION_MS)
+    finally:
+        admin.close()
+    log = static_app.log_path(tmp_path, "op-rel")
+
+    def start_app() -> procs.Managed:
+        return static_app.start(conn, group, topic, "op-rel", tmp_path, beacon_addr=NO_SIDECAR, protocol="consumer")
+
+    def members_holding() -> list[str]:
+        text = log.read_text() if log.exists() else ""
+        return re.findall(r"static_app: member=(\S+) generation=\d+ assigned=[1-9]", text)
+
+    app = start_app()
+    try:
+        old = wait_for(members_holding, timeout=60, what="the app holding partitions")[-1]
+        wait_for(lambda: asyncio.run(brokers.observe(conn, group, kip848=True)),
+                 lambda f: isinstance(f, GroupFacts) and f.view.stable, timeout=30,
+                 what="the group Stable")  # fmt: skip
+        assert asyncio.run(brokers.static_members_left(conn, group)) == frozenset()
+        app.kill()  # no close: the member keeps its instance id for the group's 45 s session
+
+        released = asyncio.run(brokers.release(conn, group, old, "op-rel"))
+        assert released.reaction is Reaction.DONE, released
+        assert asyncio.run(brokers.static_members_left(conn, group)) == {old}
+        started = time.monotonic()
+        app = start_app()
+        new = wait_for(members_holding, lambda held: len(held) >= 2, timeout=bound(BACK_WITHIN),
+                       what="the replacement holding partitions")[-1]  # fmt: skip
+        took = time.monotonic() - started
+        print(f"the replacement held partitions {took:.1f}s after its start (group session 45 s)")
+        assert took <= BACK_WITHIN
+        assert new != old
+        assert broker_log.static_releases(kafka, group, "op-rel") == [old]
+        assert broker_log.static_replacements(kafka, group, "op-rel") == [(new, old)]
+        assert broker_log.unreleased_refusals(kafka, group, "op-rel") == []
+
+        again = asyncio.run(brokers.release(conn, group, old, "op-rel"))  # a stale pair: the replacement is untouched
+        assert again.reaction is Reaction.NOTHING_TO_DO, again
+        assert again.name == "FENCED_INSTANCE_ID"
+        assert broker_log.static_releases(kafka, group, "op-rel") == [old]
+        facts = asyncio.run(brokers.observe(conn, group, kip848=True))
+        assert isinstance(facts, GroupFacts)
+        assert [(m.member_id, m.instance_id) for m in facts.view.members] == [(new, "op-rel")]
+
+        app.stop(grace=10)  # a graceful close: librdkafka releases the instance id itself
+        wait_for(lambda: asyncio.run(brokers.static_members_left(conn, group)), lambda left: left == {new},
+                 timeout=15, what="the replacement's own release read back (epoch -2)")  # fmt: skip
+    finally:
+        app.stop(grace=5)
