@@ -52,12 +52,14 @@ The rules (issue #6; `start` applies the first, `step` the others):
    member expires at its session timeout, giving the app that last stretch to come back.
 """
 
-import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, Field, dataclass, fields, replace
-from typing import Any, Final, Literal, TypeGuard, get_args
+from dataclasses import dataclass, replace
+from typing import Final, Literal, TypeGuard, get_args
 
+from pydantic import TypeAdapter
+
+from vigil_core import codec
 from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import Outcome, Reaction
 
@@ -321,48 +323,15 @@ class BridgeState:
 
     def to_json(self) -> str:
         """Compact JSON, versioned; floats round-trip exactly, so a resumed bridge decides as this one would."""
-        doc: dict[str, Any] = {"v": FORMAT_VERSION}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "config":
-                value = {c.name: getattr(value, c.name) for c in fields(value)}
-            elif f.name == "ends":
-                value = list(value)
-            doc[f.name] = value
-        return json.dumps(doc, separators=(",", ":"), allow_nan=False)
+        return codec.dumps({"v": FORMAT_VERSION, **_STATE.dump_python(self)})
 
     @classmethod
     def from_json(cls, text: str) -> "BridgeState":
         """The state `to_json` wrote; `BridgeDecodeError` (one line, naming the field) for anything else. Unknown
-        fields are ignored (a newer writer's additions)."""
-        try:
-            doc = json.loads(text)
-        except (TypeError, ValueError) as exc:
-            raise BridgeDecodeError(f"not a bridge state: {exc}") from None
-        if not isinstance(doc, dict):
-            raise BridgeDecodeError("not a bridge state: not a JSON object")
-        if not isinstance(doc.get("v"), int) or isinstance(doc["v"], bool) or doc["v"] < 1:
-            raise BridgeDecodeError("not a bridge state: v: missing or not a version")
-        raw = doc.get("config")
-        if not isinstance(raw, dict):
-            raise BridgeDecodeError("not a bridge state: config: missing or not an object")
-        try:
-            config = BridgeConfig(
-                **{f.name: _field(raw, f.name, _CONFIG_TYPES) for f in fields(BridgeConfig) if _given(raw, f)}
-            )
-            values = {
-                f.name: _field(doc, f.name, _STATE_TYPES) for f in fields(cls) if f.name != "config" and _given(doc, f)
-            }
-            if "ends" in values:
-                values["ends"] = tuple(values["ends"])
-            state = cls(config=config, **values)
-        except (TypeError, ValueError) as exc:
-            raise BridgeDecodeError(f"not a bridge state: {exc}") from None
-        for name, allowed in _CHOICES.items():
-            value = getattr(state, name)
-            if value is not None and value not in allowed:
-                raise BridgeDecodeError(f"not a bridge state: {name}: {value!r} is not one of {', '.join(allowed)}")
-        return state
+        fields are ignored (a newer writer's additions); a field with a default that an older writer did not know
+        takes its default."""
+        codec.decode(_VERSION, text, "not a bridge state", BridgeDecodeError)
+        return codec.decode(_STATE, text, "not a bridge state", BridgeDecodeError)
 
 
 class BridgeDecodeError(ValueError):
@@ -693,52 +662,6 @@ def _at_least(start: float, span: float) -> float:
 
 # --- decoding ------------------------------------------------------------------------------------------------------
 
-_NUM = (int, float)
-_CONFIG_TYPES: Final[dict[str, tuple[type, ...]]] = {
-    "heartbeat_interval": _NUM,
-    "max_bridge_seconds": _NUM,
-    "on_foreign_rebalance": (str,),
-    "expected_return_seconds": (*_NUM, type(None)),
-    "crash_window_seconds": _NUM,
-    "crash_loop_restarts": (int,),
-    "session_timeout": (*_NUM, type(None)),
-}
-_STATE_TYPES: Final[dict[str, tuple[type, ...]]] = {
-    "group_id": (str,),
-    "member_id": (str,),
-    "generation": (int,),
-    "instance_id": (str,),
-    "proof": (str,),
-    "started_at": _NUM,
-    "deadline": _NUM,
-    "next_heartbeat_at": _NUM,
-    "ends": (list,),
-    "heartbeats_sent": (int,),
-    "in_flight": (str, type(None)),
-    "remove_at": (*_NUM, type(None)),
-    "remove_cause": (str, type(None)),
-    "last_error": (str, type(None)),
-    "ended": (str, type(None)),
-}
-_CHOICES: Final[dict[str, tuple[str, ...]]] = {
-    "proof": PROOFS,
-    "in_flight": get_args(Request),
-    "remove_cause": get_args(RemoveCause),
-    "ended": END_OUTCOMES,
-}
-
-
-def _given(doc: dict[str, Any], f: Field[Any]) -> bool:
-    """Present, or required: a field with a default that an older writer did not know takes its default."""
-    return f.name in doc or (f.default is MISSING and f.default_factory is MISSING)
-
-
-def _field(doc: dict[str, Any], name: str, types: dict[str, tuple[type, ...]]) -> Any:
-    if name not in doc:
-        raise ValueError(f"{name}: missing")
-    value: Any = doc[name]
-    if isinstance(value, bool) or not isinstance(value, types[name]):
-        raise ValueError(f"{name}: {value!r} has the wrong type")
-    if isinstance(value, list) and not all(isinstance(t, _NUM) and not isinstance(t, bool) for t in value):
-        raise ValueError(f"{name}: not a list of times")
-    return value
+_VERSION: Final = TypeAdapter(codec.Versioned)
+_STATE: Final = TypeAdapter(BridgeState)
+"""The persisted state: the dataclasses' own fields, types and defaults (`BridgeConfig` checks itself)."""
