@@ -3,6 +3,7 @@ another stalled member is not evicted; the partition stays marked until its comm
 
 import ast
 import pathlib
+import re
 from typing import Any
 
 import pytest
@@ -126,14 +127,18 @@ def test_a_ledger_without_the_guard_is_written_as_before() -> None:
     ("text", "fragment"),
     [
         ('{"v":1,"handoffs":{}}', "handoffs must be a list"),
-        ('{"v":1,"poison":[{"topic":"t","partition":-1,"at":1}]}', "poison[0]: topic must be a string"),
+        (
+            '{"v":1,"poison":[{"topic":"t","partition":-1,"at":1}]}',
+            "poison[0].partition must be greater than or equal to 0, got -1",
+        ),
         ('{"v":1,"poison":[{"topic":"t","partition":0,"offset":"x","at":1}]}', "poison[0].offset must be"),
-        ('{"v":1,"handoffs":[{"topic":"t","partition":0,"at":1}]}', "handoffs[0].until must be"),
+        ('{"v":1,"handoffs":[{"topic":"t","partition":0,"at":1}]}', "handoffs[0].until is missing"),
     ],
 )
 def test_a_bad_guard_record_is_one_line_naming_it(text: str, fragment: str) -> None:
-    with pytest.raises(lg.LedgerDecodeError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(lg.LedgerDecodeError, match=re.escape(f"vigil.dev/budget: {fragment}")) as info:
         lg.loads(text)
+    assert "\n" not in str(info.value)
 
 
 tps = st.sampled_from([("t", 0), ("t", 1), ("u", 0)])

@@ -227,7 +227,7 @@ def test_a_newer_ledger_version_of_the_same_shape_is_read() -> None:
     [
         (lambda d: d.update(members=[]), "vigil.dev/budget: members must be an object"),
         (lambda d: d.update(permits={}), "vigil.dev/budget: permits must be a list"),
-        (lambda d: d.update(v="2.0"), "vigil.dev/budget: v must be a positive integer"),
+        (lambda d: d.update(v="2.0"), 'vigil.dev/budget: v must be an integer, got "2.0"'),
         (lambda d: d["members"]["orders-0"].update(age="31s"), "vigil.dev/budget: members.orders-0.age must be"),
     ],
     ids=["members", "permits", "version", "entry"],

@@ -32,12 +32,13 @@ Pure: no I/O, no clock — `now` is an argument.
 """
 
 import hashlib
-import json
-import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, TypeVar
 
+from pydantic import Field, TypeAdapter
+
+from vigil_core import codec
 from vigil_sidecar.budget import poison
 from vigil_sidecar.budget.poison import Handoff, PoisonMark, TopicPartition
 
@@ -344,6 +345,48 @@ def _ms(t: float) -> float:
 # -- the annotation ------------------------------------------------------------------------------------------------
 
 
+class _EntryDoc(codec.Record):
+    OMITTED_WHEN_EMPTY = frozenset({"asked"})
+    age: float
+    at: float
+    asked: float | None = None
+
+
+class _PermitDoc(codec.Record):
+    pod: str
+    member: str
+    at: float
+
+
+class _HandoffDoc(codec.Record):
+    topic: str
+    partition: Annotated[int, Field(ge=0)]
+    at: float
+    until: float
+
+
+class _MarkDoc(codec.Record):
+    topic: str
+    partition: Annotated[int, Field(ge=0)]
+    offset: int | None = None
+    at: float
+
+
+class _LedgerDoc(codec.Record):
+    """The annotation's document (the format in the module's docstring)."""
+
+    OMITTED_WHEN_EMPTY = frozenset({"handoffs", "poison"})
+    v: codec.Version
+    members: dict[str, _EntryDoc] = Field(default_factory=dict)
+    permits: list[_PermitDoc] = Field(default_factory=list)
+    handoffs: list[_HandoffDoc] = Field(default_factory=list)
+    poison: list[_MarkDoc] = Field(default_factory=list)
+
+
+_LEDGER: Final = TypeAdapter(_LedgerDoc)
+_Doc = TypeVar("_Doc", bound=codec.Record)
+
+
 def dumps(ledger: Ledger, *, max_bytes: int = MAX_BYTES) -> str:
     """The annotation value: compact JSON of at most `max_bytes` bytes.
 
@@ -379,119 +422,34 @@ def _encode(
     handoffs: list[Handoff],
     marks: list[PoisonMark],
 ) -> str:
-    doc: dict[str, Any] = {
-        **extra,
-        "v": VERSION,
-        "members": {pod: _entry_json(e) for pod, e in members},
-        "permits": [{**p.extra, "pod": p.pod, "member": p.member_id, "at": p.granted} for p in permits],
-    }
-    if handoffs:
-        doc["handoffs"] = [
-            {**h.extra, "topic": h.topic, "partition": h.partition, "at": h.released, "until": h.until}
-            for h in handoffs
-        ]
-    if marks:
-        doc["poison"] = [
-            {**m.extra, "topic": m.topic, "partition": m.partition, "offset": m.offset, "at": m.marked} for m in marks
-        ]
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    doc = _built(
+        _LedgerDoc, extra, v=VERSION,
+        members={pod: _built(_EntryDoc, e.extra, age=e.poll_age, at=e.published, asked=e.asked) for pod, e in members},
+        permits=[_built(_PermitDoc, p.extra, pod=p.pod, member=p.member_id, at=p.granted) for p in permits],
+        handoffs=[_built(_HandoffDoc, h.extra, topic=h.topic, partition=h.partition, at=h.released, until=h.until)
+                  for h in handoffs],
+        poison=[_built(_MarkDoc, m.extra, topic=m.topic, partition=m.partition, offset=m.offset, at=m.marked)
+                for m in marks],
+    )  # fmt: skip
+    return codec.dumps(_LEDGER.dump_python(doc), ensure_ascii=False)
 
 
-def _entry_json(entry: Entry) -> dict[str, Any]:
-    out: dict[str, Any] = {**entry.extra, "age": entry.poll_age, "at": entry.published}
-    if entry.asked is not None:
-        out["asked"] = entry.asked
-    return out
+def _built(model: type[_Doc], extra: Mapping[str, Any], **known: Any) -> _Doc:
+    """A record of this code's values (trusted: not validated again), the fields it did not know kept ahead."""
+    return model.model_construct(**{**extra, **known})
 
 
 def loads(text: str | None) -> Ledger:
-    """The ledger in an annotation value; an absent or empty annotation is an empty ledger (a new Lease)."""
+    """The ledger in an annotation value; an absent or empty annotation is an empty ledger (a new Lease).
+    `LedgerDecodeError` (one line, naming the field) for anything else; unknown fields are kept."""
     if not text:
         return Ledger()
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise LedgerDecodeError(f"{ANNOTATION} is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise LedgerDecodeError(f"{ANNOTATION} is not a JSON object")
-    version = doc.get("v")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise LedgerDecodeError(f"{ANNOTATION}: v must be a positive integer, not {version!r}")
-    raw_members = doc.get("members", {})
-    raw_permits = doc.get("permits", [])
-    if not isinstance(raw_members, dict):
-        raise LedgerDecodeError(f"{ANNOTATION}: members must be an object")
-    if not isinstance(raw_permits, list):
-        raise LedgerDecodeError(f"{ANNOTATION}: permits must be a list")
-    members = {str(pod): _entry(pod, raw) for pod, raw in raw_members.items()}
-    permits = tuple(sorted((_permit(i, raw) for i, raw in enumerate(raw_permits)), key=lambda p: p.granted))
-    handoffs = tuple(_handoff(i, raw) for i, raw in enumerate(_list(doc, "handoffs")))
-    marks = tuple(_mark(i, raw) for i, raw in enumerate(_list(doc, "poison")))
-    extra = {k: v for k, v in doc.items() if k not in ("v", "members", "permits", "handoffs", "poison")}
-    return Ledger(members, permits, extra, handoffs, marks)
-
-
-def _list(doc: Mapping[str, Any], key: str) -> list[Any]:
-    raw = doc.get(key, [])
-    if not isinstance(raw, list):
-        raise LedgerDecodeError(f"{ANNOTATION}: {key} must be a list")
-    return raw
-
-
-def _partition_of(raw: Mapping[str, Any], where: str) -> TopicPartition:
-    topic, partition = raw.get("topic"), raw.get("partition")
-    if not isinstance(topic, str) or isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
-        raise LedgerDecodeError(f"{where}: topic must be a string and partition an integer >= 0")
-    return topic, partition
-
-
-def _handoff(index: int, raw: object) -> Handoff:
-    where = f"{ANNOTATION}: handoffs[{index}]"
-    if not isinstance(raw, dict):
-        raise LedgerDecodeError(f"{where} must be an object")
-    topic, partition = _partition_of(raw, where)
-    extra = {k: v for k, v in raw.items() if k not in ("topic", "partition", "at", "until")}
-    return Handoff(topic, partition, _number(raw.get("at"), f"{where}.at"), _number(raw.get("until"), f"{where}.until"),
-                   extra)  # fmt: skip
-
-
-def _mark(index: int, raw: object) -> PoisonMark:
-    where = f"{ANNOTATION}: poison[{index}]"
-    if not isinstance(raw, dict):
-        raise LedgerDecodeError(f"{where} must be an object")
-    topic, partition = _partition_of(raw, where)
-    offset = raw.get("offset")
-    if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int)):
-        raise LedgerDecodeError(f"{where}.offset must be an integer or null, not {offset!r}")
-    extra = {k: v for k, v in raw.items() if k not in ("topic", "partition", "offset", "at")}
-    return PoisonMark(topic, partition, offset, _number(raw.get("at"), f"{where}.at"), extra)
-
-
-def _entry(pod: str, raw: object) -> Entry:
-    where = f"{ANNOTATION}: members.{pod}"
-    if not isinstance(raw, dict):
-        raise LedgerDecodeError(f"{where} must be an object")
-    asked = raw.get("asked")
-    return Entry(
-        _number(raw.get("age"), f"{where}.age"),
-        _number(raw.get("at"), f"{where}.at"),
-        None if asked is None else _number(asked, f"{where}.asked"),
-        {k: v for k, v in raw.items() if k not in ("age", "at", "asked")},
-    )
-
-
-def _permit(index: int, raw: object) -> PermitRecord:
-    where = f"{ANNOTATION}: permits[{index}]"
-    if not isinstance(raw, dict):
-        raise LedgerDecodeError(f"{where} must be an object")
-    pod, member = raw.get("pod"), raw.get("member")
-    if not isinstance(pod, str) or not isinstance(member, str):
-        raise LedgerDecodeError(f"{where}: pod and member must be strings")
-    extra = {k: v for k, v in raw.items() if k not in ("pod", "member", "at")}
-    return PermitRecord(pod, member, _number(raw.get("at"), f"{where}.at"), extra)
-
-
-def _number(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise LedgerDecodeError(f"{where} must be a finite number, not {value!r}")
-    return float(value)
+    doc = codec.decode(_LEDGER, text, ANNOTATION, LedgerDecodeError)
+    return Ledger(
+        members={pod: Entry(e.age, e.at, e.asked, e.extra) for pod, e in doc.members.items()},
+        permits=tuple(sorted((PermitRecord(p.pod, p.member, p.at, p.extra) for p in doc.permits),
+                             key=lambda p: p.granted)),
+        extra=doc.extra,
+        handoffs=tuple(Handoff(h.topic, h.partition, h.at, h.until, h.extra) for h in doc.handoffs),
+        poison=tuple(PoisonMark(m.topic, m.partition, m.offset, m.at, m.extra) for m in doc.poison),
+    )  # fmt: skip
