@@ -141,6 +141,59 @@ def test_any_bytes_parse_or_fail_with_a_stats_error(data: bytes) -> None:
     assert "\n" not in problem
 
 
+_ints = st.integers(-(2**63), 2**63 - 1)
+_partitions = st.builds(
+    stats.PartitionStats,
+    topic=st.sampled_from(["orders", "a.b", "x y", ""]),
+    partition=st.integers(0, 2**31 - 1),
+    app_offset=_ints,
+    fetchq_cnt=_ints,
+    next_offset=_ints,
+    hi_offset=_ints,
+    ls_offset=_ints,
+    committed_offset=_ints,
+)
+_docs = st.builds(
+    stats.StatsDoc,
+    ts_us=_ints,
+    time=_ints,
+    cgrp_state=st.text(max_size=10),
+    join_state=st.text(max_size=10),
+    rebalance_cnt=_ints,
+    rebalance_age_ms=_ints,
+    assignment_size=_ints,
+    partitions=st.lists(_partitions, max_size=6, unique_by=lambda p: (p.topic, p.partition)).map(
+        lambda ps: tuple(sorted(ps, key=lambda p: (p.topic, p.partition)))
+    ),
+    age_us=st.none() | _ints,
+)
+
+
+def _as_librdkafka_writes(parsed: stats.StatsDoc) -> dict[str, Any]:
+    """The document librdkafka would emit for `parsed`, with fields the parser does not read and the UA partition."""
+    topics: dict[str, Any] = {}
+    for p in parsed.partitions:
+        parts = topics.setdefault(p.topic, {"topic": p.topic, "age": 7, "partitions": {"-1": {"partition": -1}}})
+        parts["partitions"][str(p.partition)] = {
+            "partition": p.partition, "app_offset": p.app_offset, "fetchq_cnt": p.fetchq_cnt,
+            "next_offset": p.next_offset, "hi_offset": p.hi_offset, "ls_offset": p.ls_offset,
+            "committed_offset": p.committed_offset, "consumer_lag": -1, "fetch_state": "active",
+        }  # fmt: skip
+    return {
+        "name": "rdkafka#consumer-1", "type": "consumer", "ts": parsed.ts_us, "time": parsed.time,
+        "brokers": {"b:9092/1": {"rtt": {"avg": 1.5}}},
+        "cgrp": {"state": parsed.cgrp_state, "join_state": parsed.join_state, "rebalance_cnt": parsed.rebalance_cnt,
+                 "rebalance_age": parsed.rebalance_age_ms, "assignment_size": parsed.assignment_size, "stateage": 3},
+        "topics": topics,
+    } | ({} if parsed.age_us is None else {"age": parsed.age_us})  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(_docs)
+def test_any_document_reads_back_what_it_says(parsed: stats.StatsDoc) -> None:
+    assert parse_stats(json.dumps(_as_librdkafka_writes(parsed))) == parsed
+
+
 # -- the rule as a table: (previous document or None, this document, now, suspended_until) → verdict -----------
 S = 1_000_000  # one second in librdkafka's µs
 RULE_CASES = [

@@ -29,11 +29,14 @@ watchdog's own stall timer decides when silence is a stall: a stall is reported 
 put with records waiting for a whole stall timeout. No I/O, no clock: `now` is an argument.
 """
 
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
+from pydantic_core import PydanticCustomError
+
+from vigil_core import codec
 
 #: The largest document accepted (librdkafka's grow with topics × partitions × brokers; 1 MiB is thousands).
 MAX_STATS_BYTES: Final = 1024 * 1024
@@ -117,93 +120,85 @@ class StatsDoc:
         return self.ts_us < last.ts_us or new_age
 
 
-def _field(doc: Mapping[str, object], key: str, kind: type, where: str) -> object:
-    if key not in doc:
-        raise StatsError(f"stats: {where}{key} is missing")
-    value = doc[key]
-    if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
-        raise StatsError(f"stats: {where}{key} must be an integer, got {_short(value)}")
-    if kind is str and not isinstance(value, str):
-        raise StatsError(f"stats: {where}{key} must be a string, got {_short(value)}")
-    if kind is dict and not isinstance(value, dict):
-        raise StatsError(f"stats: {where}{key} must be an object, got {_short(value)}")
+class _Doc(BaseModel):
+    """librdkafka's objects as read here: only the fields the rule needs, strictly typed; the rest is ignored."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class _Partition(_Doc):
+    partition: int
+    app_offset: int
+    fetchq_cnt: int
+    next_offset: int
+    hi_offset: int
+    ls_offset: int
+    committed_offset: int
+
+
+def _unless_unassigned(value: object) -> object:
+    """librdkafka's internal UA (unassigned) partition, `"partition": -1`, is skipped (None) unread."""
+    if value is None:
+        raise PydanticCustomError("model_type", "Input should be an object")
+    if isinstance(value, dict) and type(value.get("partition")) is int and value["partition"] == -1:
+        return None
     return value
 
 
-def _int(doc: Mapping[str, object], key: str, where: str = "") -> int:
-    value = _field(doc, key, int, where)
-    assert isinstance(value, int)
-    return value
+class _Topic(_Doc):
+    partitions: dict[str, Annotated[_Partition | None, BeforeValidator(_unless_unassigned)]]
 
 
-def _str(doc: Mapping[str, object], key: str, where: str = "") -> str:
-    value = _field(doc, key, str, where)
-    assert isinstance(value, str)
-    return value
+class _Cgrp(_Doc):
+    state: str
+    join_state: str
+    rebalance_cnt: int
+    rebalance_age: int
+    assignment_size: int
 
 
-def _obj(doc: Mapping[str, object], key: str, where: str = "") -> dict[str, object]:
-    value = _field(doc, key, dict, where)
-    assert isinstance(value, dict)
-    return value
+class _Stats(_Doc):
+    type: Literal["consumer"]
+    ts: int
+    time: int
+    cgrp: _Cgrp
+    topics: dict[str, _Topic] = Field(default_factory=dict)
+    age: int | None = None
 
 
-def _short(value: object) -> str:
-    text = json.dumps(value) if not isinstance(value, bytes) else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+_STATS: Final = TypeAdapter(_Stats)
 
 
 def parse_stats(data: bytes | str) -> StatsDoc:
     """One statistics document as librdkafka emitted it → StatsDoc; StatsError (one line naming the field) if not."""
     if len(data) > MAX_STATS_BYTES:
         raise StatsError(f"stats: document of {len(data)} bytes is over the {MAX_STATS_BYTES}-byte limit")
-    try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise StatsError(f"stats: not JSON: {first}") from None
-    if not isinstance(doc, dict):
-        raise StatsError(f"stats: the document must be a JSON object, got {_short(doc)}")
-    kind = _str(doc, "type")
-    if kind != "consumer":
-        raise StatsError(f"stats: type must be 'consumer' (a consumer's statistics), got {kind!r}")
-    ts_us, wall = _int(doc, "ts"), _int(doc, "time")
-    cgrp = _obj(doc, "cgrp")
-    partitions: list[PartitionStats] = []
-    topics = _obj(doc, "topics") if "topics" in doc else {}
-    for topic_name, topic in sorted(topics.items()):
-        if not isinstance(topic, dict):
-            raise StatsError(f"stats: topics.{topic_name} must be an object, got {_short(topic)}")
-        parts = _obj(topic, "partitions", f"topics.{topic_name}.")
-        for key, part in parts.items():
-            where = f"topics.{topic_name}.partitions.{key}."
-            if not isinstance(part, dict):
-                raise StatsError(f"stats: {where[:-1]} must be an object, got {_short(part)}")
-            number = _int(part, "partition", where)
-            if number == -1:  # librdkafka's internal UA (unassigned) partition
-                continue
-            partitions.append(
-                PartitionStats(
-                    topic=topic_name,
-                    partition=number,
-                    app_offset=_int(part, "app_offset", where),
-                    fetchq_cnt=_int(part, "fetchq_cnt", where),
-                    next_offset=_int(part, "next_offset", where),
-                    hi_offset=_int(part, "hi_offset", where),
-                    ls_offset=_int(part, "ls_offset", where),
-                    committed_offset=_int(part, "committed_offset", where),
-                )
-            )
+    doc = codec.decode(_STATS, data, "stats", StatsError)
+    partitions = [
+        PartitionStats(
+            topic=name,
+            partition=p.partition,
+            app_offset=p.app_offset,
+            fetchq_cnt=p.fetchq_cnt,
+            next_offset=p.next_offset,
+            hi_offset=p.hi_offset,
+            ls_offset=p.ls_offset,
+            committed_offset=p.committed_offset,
+        )
+        for name, topic in doc.topics.items()
+        for p in topic.partitions.values()
+        if p is not None
+    ]
     return StatsDoc(
-        ts_us=ts_us,
-        time=wall,
-        cgrp_state=_str(cgrp, "state", "cgrp."),
-        join_state=_str(cgrp, "join_state", "cgrp."),
-        rebalance_cnt=_int(cgrp, "rebalance_cnt", "cgrp."),
-        rebalance_age_ms=_int(cgrp, "rebalance_age", "cgrp."),
-        assignment_size=_int(cgrp, "assignment_size", "cgrp."),
+        ts_us=doc.ts,
+        time=doc.time,
+        cgrp_state=doc.cgrp.state,
+        join_state=doc.cgrp.join_state,
+        rebalance_cnt=doc.cgrp.rebalance_cnt,
+        rebalance_age_ms=doc.cgrp.rebalance_age,
+        assignment_size=doc.cgrp.assignment_size,
         partitions=tuple(sorted(partitions, key=lambda p: (p.topic, p.partition))),
-        age_us=_int(doc, "age") if "age" in doc else None,
+        age_us=doc.age,
     )
 
 
