@@ -175,16 +175,7 @@ def parse_stats(data: bytes | str) -> StatsDoc:
         raise StatsError(f"stats: document of {len(data)} bytes is over the {MAX_STATS_BYTES}-byte limit")
     doc = codec.decode(_STATS, data, "stats", StatsError)
     partitions = [
-        PartitionStats(
-            topic=name,
-            partition=p.partition,
-            app_offset=p.app_offset,
-            fetchq_cnt=p.fetchq_cnt,
-            next_offset=p.next_offset,
-            hi_offset=p.hi_offset,
-            ls_offset=p.ls_offset,
-            committed_offset=p.committed_offset,
-        )
+        PartitionStats(topic=name, **p.model_dump())  # the same names as librdkafka's
         for name, topic in doc.topics.items()
         for p in topic.partitions.values()
         if p is not None
