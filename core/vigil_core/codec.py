@@ -55,12 +55,24 @@ class Versioned(BaseModel):
     v: Version
 
 
-def decode(adapter: TypeAdapter[T], data: str | bytes, what: str, error: type[ValueError] = ValueError) -> T:
+def decode(adapter: TypeAdapter[T], data: str | bytes, what: str, error: type[Exception] = ValueError) -> T:
     """`data` read into `adapter`'s type; `error("<what>: <problem>")` (one line, `problem`) if it is not one."""
     try:
         return adapter.validate_json(data, strict=True)
     except ValidationError as exc:
         raise error(f"{what}: {problem(exc)}") from None
+
+
+def is_json(data: str | bytes) -> bool:
+    """Whether `data` is JSON at all (of any shape)."""
+    try:
+        _ANY.validate_json(data)
+    except ValidationError:
+        return False
+    return True
+
+
+_ANY: Final[TypeAdapter[Any]] = TypeAdapter(Any)
 
 
 def dumps(doc: Any, *, indent: int | None = None, ensure_ascii: bool = True) -> str:

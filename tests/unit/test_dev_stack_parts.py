@@ -1,10 +1,18 @@
 """`vigil dev` with Kubernetes parts: what status says about a recorded stack, and user errors in one line."""
 
+import json
+import re
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from vigil_core import cli
+from vigil_dev.errors import DevError
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.kafka.config import NodePorts, Security
 from vigil_dev.kube.controlplane import KubeCluster, KubePorts
 
 PORTS = KubePorts(etcd=1, etcd_peer=2, apiserver=3, controller_manager=4, scheduler=5, kubelet=6, kubelet_healthz=7,
@@ -48,3 +56,69 @@ def test_a_layout_an_older_vigil_dev_wrote_is_not_taken_for_ours(tmp_path: Path)
         ' "ports": {"etcd": 1, "etcd_peer": 2, "apiserver": 3, "controller_manager": 4}}'
     )
     assert KubeCluster.load(tmp_path) is None
+
+
+def test_a_layout_that_is_not_json_is_one_line(tmp_path: Path) -> None:
+    for part in ("kube", "kafka"):
+        (tmp_path / part).mkdir()
+        (tmp_path / part / "cluster.json").write_text('{"state_dir": ')
+    with pytest.raises(DevError, match=r"kube/cluster\.json: not JSON: EOF while parsing") as info:
+        KubeCluster.load(tmp_path)
+    assert "\n" not in str(info.value)
+    with pytest.raises(DevError, match=r"kafka/cluster\.json: not JSON: EOF while parsing"):
+        KafkaCluster.load(tmp_path)
+
+
+def test_a_broken_kafka_layout_names_the_field(tmp_path: Path) -> None:
+    cluster = KafkaCluster(tmp_path, "4.1.1", tmp_path / "libs", "id", Security.PLAINTEXT, (NodePorts(1, 2, 3, 4),), {})
+    cluster.save()
+    saved = json.loads((tmp_path / "kafka" / "cluster.json").read_text())
+    for change, message in [
+        ({"security": "kerberos"}, "security must be 'plaintext', 'sasl-scram', 'ssl' or 'sasl-scram-tls', got"),
+        ({"nodes": [{"node_id": 1, "client": "2", "controller": 3, "internal": 4}]}, "nodes[0].client must be an"),
+        ({"version": None}, "version must be a string, got null"),
+    ]:
+        (tmp_path / "kafka" / "cluster.json").write_text(json.dumps(saved | change))
+        with pytest.raises(DevError, match=re.escape(f"kafka/cluster.json: {message}")):
+            KafkaCluster.load(tmp_path)
+
+
+_paths = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1, max_size=20).map(
+    lambda s: Path("/" + s)
+)
+_port = st.integers(1, 65535)
+_kafka_layouts = st.builds(
+    KafkaCluster,
+    state_dir=_paths,
+    version=st.text(max_size=10),
+    libs=_paths,
+    cluster_id=st.text(max_size=22),
+    security=st.sampled_from(Security),
+    nodes=st.lists(st.builds(NodePorts, st.integers(1, 3), _port, _port, _port), max_size=3).map(tuple),
+    passwords=st.dictionaries(st.text(max_size=8), st.text(max_size=24), max_size=2),
+    client_host=st.text(max_size=15),
+)
+_kube_layouts = st.builds(
+    KubeCluster,
+    state_dir=_paths,
+    version=st.text(max_size=10),
+    ports=st.builds(KubePorts, *[_port] * 9),
+    binaries=st.dictionaries(st.text(max_size=10), st.text(max_size=30), max_size=3),
+    network_cidr=st.text(max_size=18),
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kafka=_kafka_layouts, kube=_kube_layouts)
+def test_any_layout_round_trips_written_as_before(tmp_path: Path, kafka: KafkaCluster, kube: KubeCluster) -> None:
+    """What `vigil dev status|down` and other processes read back is what `up` saved; the file is the one the
+    hand-written `asdict` encoder wrote (a running stack's state stays readable both ways)."""
+    kafka, kube = replace(kafka, state_dir=tmp_path), replace(kube, state_dir=tmp_path)
+    kafka.save()
+    kube.save()
+    assert KafkaCluster.load(tmp_path) == kafka
+    assert KubeCluster.load(tmp_path) == kube
+    before = asdict(kafka) | {"state_dir": str(tmp_path), "libs": str(kafka.libs), "security": kafka.security.value}
+    assert (tmp_path / "kafka" / "cluster.json").read_text() == json.dumps(before, indent=2)
+    assert (tmp_path / "kube" / "cluster.json").read_text() == json.dumps(asdict(kube) | {"state_dir": str(tmp_path)},
+                                                                          indent=2)  # fmt: skip

@@ -6,16 +6,19 @@ processes can find and stop exactly what was started.
 
 import base64
 import functools
-import json
 import secrets
 import shutil
 import subprocess
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
+from pydantic import TypeAdapter
+
+from vigil_core import codec
 from vigil_core.kafka.security import KafkaConnection, Mechanism, Protocol
 from vigil_dev import ports, procs
 from vigil_dev.errors import DevError
@@ -111,29 +114,19 @@ class KafkaCluster:
 
     # -- persistence ------------------------------------------------------------------------------------
     def save(self) -> None:
-        data = asdict(self)
-        data["state_dir"] = str(self.state_dir)
-        data["libs"] = str(self.libs)
-        data["security"] = self.security.value
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "cluster.json").write_text(json.dumps(data, indent=2))
+        (self.home / "cluster.json").write_text(codec.dumps(_LAYOUT.dump_python(self, mode="json"), indent=2))
 
     @classmethod
     def load(cls, state_dir: Path) -> "KafkaCluster | None":
+        """The layout `save` wrote under `state_dir`, None when there is none; DevError (one line naming the file
+        and the field) for a file that is not one."""
+        path = state_dir / "kafka" / "cluster.json"
         try:
-            data = json.loads((state_dir / "kafka" / "cluster.json").read_text())
+            text = path.read_text()
         except FileNotFoundError:
             return None
-        return cls(
-            state_dir=Path(data["state_dir"]),
-            version=data["version"],
-            libs=Path(data["libs"]),
-            cluster_id=data["cluster_id"],
-            security=Security(data["security"]),
-            nodes=tuple(NodePorts(**n) for n in data["nodes"]),
-            passwords=data["passwords"],
-            client_host=data.get("client_host", "127.0.0.1"),
-        )
+        return codec.decode(_LAYOUT, text, str(path), DevError)
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def _java(self, node_id: int, main: str, *args: str) -> list[str]:
@@ -222,6 +215,10 @@ class KafkaCluster:
             have = versions.get(api_key, (0, -1))[1]
             if have < needed:
                 raise DevError(f"kafka: broker supports API {api_key} up to v{have}, vigil needs v{needed}")
+
+
+_LAYOUT: Final = TypeAdapter(KafkaCluster)
+"""`cluster.json`: the dataclass's fields, in order."""
 
 
 def create(

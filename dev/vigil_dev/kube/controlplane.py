@@ -18,9 +18,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
+from pydantic import TypeAdapter
+
+from vigil_core import codec
 from vigil_dev import ports, procs
 from vigil_dev.errors import DevError
 from vigil_dev.kube import build
@@ -142,27 +146,24 @@ class KubeCluster:
 
     # -- persistence ------------------------------------------------------------------------------------
     def save(self) -> None:
-        data = asdict(self)
-        data["state_dir"] = str(self.state_dir)
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "cluster.json").write_text(json.dumps(data, indent=2))
+        (self.home / "cluster.json").write_text(codec.dumps(_LAYOUT.dump_python(self, mode="json"), indent=2))
 
     @classmethod
     def load(cls, state_dir: Path) -> "KubeCluster | None":
+        """The layout `save` wrote under `state_dir`; None when there is none, or when it is not this layout (an
+        older vigil_dev's: nothing of it is ours to run); DevError (one line) for a file that is not JSON."""
+        path = state_dir / "kube" / "cluster.json"
         try:
-            data = json.loads((state_dir / "kube" / "cluster.json").read_text())
+            text = path.read_text()
         except FileNotFoundError:
             return None
         try:
-            return cls(
-                state_dir=Path(data["state_dir"]),
-                version=data["version"],
-                ports=KubePorts(**data["ports"]),
-                binaries=data["binaries"],
-                network_cidr=data["network_cidr"],
-            )
-        except (KeyError, TypeError):
-            return None  # written by an older vigil_dev (the fakelet's layout): nothing of it is ours to run
+            return codec.decode(_LAYOUT, text, str(path), DevError)
+        except DevError:
+            if codec.is_json(text):
+                return None  # written by an older vigil_dev (the fakelet's layout)
+            raise
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def argv(self, name: str) -> list[str]:
@@ -316,6 +317,10 @@ class KubeCluster:
         """What this stack still has on the machine (processes, mounts, netns, interfaces, rules, cgroups)."""
         running = [f"process {name}" for name in self.running()]
         return running + host.leftovers(self.node.home, self.network)
+
+
+_LAYOUT: Final = TypeAdapter(KubeCluster)
+"""`cluster.json`: the dataclass's fields, in order."""
 
 
 def create(state_dir: Path, *, archives: Sequence[Path] = (), progress: Callable[[str], None] = print) -> KubeCluster:
