@@ -1,7 +1,7 @@
 """`vigil operator`: run the ConsumerGroup operator and its admission webhook (kopf, in one process).
 
 Flags are validated before anything connects (a bad one is one line and exit 2), then handed to the handlers
-module through `VIGIL_OPERATOR_*` environment variables (kopf registers handlers at import time).
+module before it is imported (kopf registers handlers at import time).
 """
 
 import argparse
@@ -13,10 +13,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
+from vigil_core import settings as settings_loader
+from vigil_core.errors import ConfigError
+from vigil_operator import settings as operator_settings
 from vigil_operator.priority import POD_NAME_ENV, priority_from_pod_name
-from vigil_operator.settings import ENV_PREFIX, OperatorSettings
+from vigil_operator.settings import OperatorSettings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,12 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="kopf's liveness endpoint URL")
     p.add_argument("--kubeconfig", help="out of a cluster: the kubeconfig (default: KUBECONFIG or ~/.kube/config)")
     p.add_argument("-v", "--verbose", action="store_true")
-    for name, field in OperatorSettings.model_fields.items():
-        flag = "--" + name.replace("_", "-")
-        if field.annotation is bool:
-            p.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=field.description)
-        else:
-            p.add_argument(flag, dest=name, metavar="VALUE", help=field.description)
+    settings_loader.add_flags(p, OperatorSettings, switches=True)
     return p
 
 
@@ -65,16 +61,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(priority, str):
         print(f"vigil operator: {priority}", file=sys.stderr)
         return 2
-    values = {n: getattr(args, n) for n in OperatorSettings.model_fields if getattr(args, n) is not None}
     try:
-        settings = OperatorSettings.model_validate(values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "flags"
-        print(f"vigil operator: {flag}: {first['msg']}, got {first.get('input')!r}", file=sys.stderr)
+        settings = operator_settings.from_flags(vars(args))
+    except ConfigError as exc:
+        print(f"vigil operator: {exc}", file=sys.stderr)
         return 2
-    for name, value in settings.model_dump(exclude_none=True).items():
-        os.environ[f"{ENV_PREFIX}{name.upper()}"] = str(value)
+    operator_settings.use(settings)
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig
     logging.basicConfig(
@@ -86,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.priority_from_pod_name:
         pod = os.environ[POD_NAME_ENV]
         logging.getLogger(__name__).info("peering %r with priority %d (from pod %s)", args.peering, priority, pod)
-    import kopf  # noqa: PLC0415 - after the environment is set: the handlers read it at import
+    import kopf  # noqa: PLC0415 - the operator extra, loaded only to run
 
     importlib.import_module("vigil_operator.handlers")
     if settings.webhook:

@@ -30,8 +30,8 @@ from vigil_operator.k8s.api import KubeApi
 from vigil_operator.runtime import Key, Runtime, StopFlag, SyncStoppedError, stopping
 
 log = logging.getLogger(__name__)
-SETTINGS = operator_settings.from_env(os.environ)
-"""Read once at import: `vigil operator` puts its validated flags into the environment before importing."""
+SETTINGS = operator_settings.configured(os.environ)
+"""Read once at import: `vigil operator` hands over its validated flags before importing this module."""
 CR = (API_GROUP, VERSION, PLURAL)
 RECENT_END = timedelta(seconds=60)
 """A pod event within this of an app container's end resyncs its group (the end may still be a departure)."""

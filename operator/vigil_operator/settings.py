@@ -1,4 +1,7 @@
-"""The operator's settings: flags of `vigil operator` (or `VIGIL_OPERATOR_<NAME>` env vars), validated once."""
+"""The operator's settings: flags of `vigil operator`, validated once by the loader the sidecar uses too
+(`vigil_core.settings`) and handed to the handlers module before it is imported (kopf registers handlers at import
+time, and the admission webhook's registration depends on them). The handlers module imported another way (`kopf
+run`) reads the same names as `VIGIL_OPERATOR_<NAME>` env vars."""
 
 from collections.abc import Mapping
 from pathlib import Path
@@ -6,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vigil_core import settings
 from vigil_core.events import EVENTS_TOPIC_DEFAULT
 from vigil_core.version import VERSION
 from vigil_operator.domain.injection import InjectionConfig
@@ -55,9 +59,27 @@ class OperatorSettings(BaseModel):
         )
 
 
+def from_flags(flags: Mapping[str, object]) -> OperatorSettings:
+    """The settings `vigil operator`'s flags give (by field name; None: not given, the default applies); ConfigError
+    (one line naming the flag) if invalid. An empty value is a value ("" turns the events topic off)."""
+    return settings.load(OperatorSettings, prefix=ENV_PREFIX, flags=flags, keep_empty=True)
+
+
 def from_env(env: Mapping[str, str]) -> OperatorSettings:
-    """The settings `vigil operator` put into the environment, read by name: other `VIGIL_OPERATOR_*` variables are
-    not ours to refuse (Kubernetes adds `<SERVICE>_SERVICE_HOST`, `_PORT_443_TCP`... for every Service in the
+    """The settings in `VIGIL_OPERATOR_<NAME>` variables, read by name: other `VIGIL_OPERATOR_*` variables are not
+    ours to refuse (Kubernetes adds `<SERVICE>_SERVICE_HOST`, `_PORT_443_TCP`... for every Service in the
     namespace, and a release named `vigil-operator` has a Service `vigil-operator-webhook`)."""
-    names = {name: f"{ENV_PREFIX}{name.upper()}" for name in OperatorSettings.model_fields}
-    return OperatorSettings.model_validate({name: env[var] for name, var in names.items() if var in env})
+    return settings.load(OperatorSettings, prefix=ENV_PREFIX, env=env, keep_empty=True)
+
+
+_configured: list[OperatorSettings] = []
+
+
+def use(chosen: OperatorSettings) -> None:
+    """Hand `vigil operator`'s settings to the handlers module (call before importing it)."""
+    _configured[:] = [chosen]
+
+
+def configured(env: Mapping[str, str]) -> OperatorSettings:
+    """The settings `vigil operator` handed over (`use`), else the ones in `env` (`from_env`)."""
+    return _configured[0] if _configured else from_env(env)

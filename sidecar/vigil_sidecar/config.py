@@ -1,6 +1,7 @@
 """The sidecar's settings: env vars (`VIGIL_<NAME>`, what the injected container gets) or the same names as
-flags (`--stall-timeout-seconds 30`); flags win. Validated at start: a bad value is one line naming the
-variable or flag, and the process exits 2 (a config error never becomes a crash loop of tracebacks).
+flags (`--stall-timeout-seconds 30`); flags win (`vigil_core.settings`, the loader the operator uses too).
+Validated at start: a bad value is one line naming the variable or flag, and the process exits 2 (a config error
+never becomes a crash loop of tracebacks).
 """
 
 import argparse
@@ -9,11 +10,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vigil_core import rules
+from vigil_core import settings as settings_loader
 from vigil_core.errors import ConfigError
-from vigil_core.kafka.security import KafkaConnection, describe_validation_error
+from vigil_core.kafka.security import KafkaConnection
 from vigil_sidecar.bridge.engine import BridgeConfig
 from vigil_sidecar.watchdog.state import StallAction, WatchdogConfig
 
@@ -233,15 +235,10 @@ NO_BROKER_LIMITS = rules.BrokerLimits(
 EMPTY_MEANS_OFF = frozenset({"events_topic"})
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def parse_args(argv: Sequence[str]) -> dict[str, str]:
     """Flags named after the fields (`--stall-timeout-seconds`); unknown flags are a usage error."""
     parser = argparse.ArgumentParser(prog="vigil sidecar", description="Kafka consumer liveness sidecar")
-    for name, field in SidecarSettings.model_fields.items():
-        parser.add_argument(_flag(name), dest=name, metavar="VALUE", help=field.description)
+    settings_loader.add_flags(parser, SidecarSettings)
     return {k: v for k, v in vars(parser.parse_args(list(argv))).items() if v is not None}
 
 
@@ -249,22 +246,9 @@ def load(
     env: Mapping[str, str], argv: Sequence[str] = ()
 ) -> tuple[SidecarSettings, KafkaConnection, list[rules.Finding]]:
     """Settings, the Kafka connection and the start-time timing findings; ConfigError (one line) if invalid."""
-    flags = parse_args(argv)
-    values: dict[str, str] = {}
-    for name in SidecarSettings.model_fields:
-        value = flags.get(name, env.get(f"{ENV_PREFIX}{name.upper()}"))
-        if value is not None and (value != "" or name in EMPTY_MEANS_OFF):
-            values[name] = value
-    try:
-        settings = SidecarSettings.model_validate(values)
-    except ValidationError as exc:
-        problem = describe_validation_error(exc, prefix=ENV_PREFIX)
-        name = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
-        if not name:  # a rule across fields: its message starts with the variable it blames
-            name = problem.partition(":")[0].removeprefix(ENV_PREFIX).lower()
-        if name in flags:
-            problem = problem.replace(f"{ENV_PREFIX}{name.upper()}", _flag(name), 1)
-        raise ConfigError(problem) from None
+    settings = settings_loader.load(
+        SidecarSettings, prefix=ENV_PREFIX, env=env, flags=parse_args(argv), keep_empty=EMPTY_MEANS_OFF
+    )
     connection = KafkaConnection.from_env(env)
     findings = rules.check_timings(settings.timings(), NO_BROKER_LIMITS)
     errors = [f for f in findings if f.severity is rules.Severity.ERROR]

@@ -9,8 +9,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from vigil_core import settings
 from vigil_core.errors import ConfigError
 
 ENV_PREFIX = "VIGIL_KAFKA_"
@@ -144,27 +145,6 @@ class KafkaConnection(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "KafkaConnection":
-        """Read `VIGIL_KAFKA_*`; a bad or missing value raises ConfigError naming the variable."""
-        fields = {
-            name: env[f"{ENV_PREFIX}{name.upper()}"]
-            for name in cls.model_fields
-            if env.get(f"{ENV_PREFIX}{name.upper()}", "") != ""
-        }
-        try:
-            return cls.model_validate(fields)
-        except ValidationError as exc:
-            raise ConfigError(describe_validation_error(exc, prefix=ENV_PREFIX)) from None
-
-
-def describe_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
-    """The first problem of a pydantic error as one line: `NAME: what is wrong`."""
-    first = exc.errors()[0]
-    location = "".join(str(part) for part in first["loc"][:1])
-    message = first["msg"].removeprefix("Value error, ")
-    if not location:  # a rule across fields: its message names them
-        return message
-    if first["type"] == "missing":
-        message = "required, not set"
-    elif first["type"] == "enum":
-        message = f"{message}, got {first['input']!r}"
-    return f"{prefix}{location.upper()}: {message}"
+        """Read `VIGIL_KAFKA_*` (an empty one is unset); a bad or missing value raises ConfigError naming the
+        variable."""
+        return settings.load(cls, prefix=ENV_PREFIX, env=env)

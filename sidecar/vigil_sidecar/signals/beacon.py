@@ -16,7 +16,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from vigil_core.kafka.security import describe_validation_error
+from vigil_core.settings import describe_validation_error
 from vigil_sidecar.watchdog.state import Beacon
 
 MAX_BEACON_BYTES = 2048

@@ -1,0 +1,139 @@
+"""The one settings loader (`vigil_core.settings`): env vars by name, flags over env, one line naming the variable or
+the flag; and both processes on it (the sidecar's `config.load`, `vigil operator`'s flags)."""
+
+import argparse
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from vigil_core import settings as loader
+from vigil_core.errors import ConfigError
+from vigil_operator import cli as operator_cli
+from vigil_operator import settings as operator_settings
+from vigil_operator.settings import OperatorSettings
+
+PREFIX = "APP_"
+
+
+class Example(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[str, Field(min_length=1)]
+    """Required."""
+    seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 60.0
+    topic: str = "events"
+    enabled: bool = False
+    path: Path | None = None
+
+    @model_validator(mode="after")
+    def _enabled_needs_a_path(self) -> "Example":
+        if self.enabled and self.path is None:
+            raise ValueError(f"{PREFIX}PATH: enabling needs a path")
+        return self
+
+
+def load(env: dict[str, str], flags: dict[str, object] | None = None) -> Example:
+    return loader.load(Example, prefix=PREFIX, env=env, flags=flags, keep_empty={"topic"})
+
+
+def test_env_by_name_and_flags_over_it() -> None:
+    found = load({"APP_NAME": "a", "APP_SECONDS": "5", "APP_TOPIC": "t"}, {"seconds": "7", "topic": None})
+    assert found == Example(name="a", seconds=7, topic="t")
+
+
+def test_other_variables_under_the_prefix_are_not_refused() -> None:
+    """Kubernetes' Service-link variables, a newer webhook's additions."""
+    env = {"APP_NAME": "a", "APP_SERVICE_PORT_HTTPS": "443", "APP_PORT_443_TCP": "tcp://10.0.0.1:443", "APP_X": "y"}
+    assert load(env) == Example(name="a")
+
+
+def test_an_empty_value_is_unset_unless_kept() -> None:
+    found = load({"APP_NAME": "a", "APP_SECONDS": "", "APP_TOPIC": ""}, {"path": ""})
+    assert found == Example(name="a", topic="")
+
+
+@pytest.mark.parametrize(
+    ("env", "flags", "message"),
+    [
+        ({}, {}, "APP_NAME: required, not set"),
+        ({"APP_NAME": ""}, {}, "APP_NAME: required, not set"),
+        ({"APP_NAME": "a", "APP_SECONDS": "0"}, {}, "APP_SECONDS: Input should be greater than 0"),
+        ({"APP_NAME": "a", "APP_SECONDS": "soon"}, {"seconds": "0"}, "--seconds: Input should be greater than 0"),
+        (
+            {"APP_NAME": "a"},
+            {"enabled": "maybe"},
+            "--enabled: Input should be a valid boolean, unable to interpret input",
+        ),
+        ({"APP_NAME": "a", "APP_ENABLED": "true"}, {}, "APP_PATH: enabling needs a path"),
+        ({"APP_NAME": "a"}, {"enabled": "true"}, "APP_PATH: enabling needs a path"),
+        ({"APP_NAME": "a", "APP_ENABLED": "true"}, {"path": ""}, "APP_PATH: enabling needs a path"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_where_it_came_from(
+    env: dict[str, str], flags: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(env, flags)
+    assert str(info.value) == message
+
+
+_text = st.text(st.characters(codec="utf-8", exclude_characters="\0"), min_size=1, max_size=12)
+_values = st.fixed_dictionaries(
+    {"name": _text},
+    optional={
+        "seconds": st.floats(0.001, 1e9),
+        "topic": st.text(max_size=8),
+        "path": _text.map(lambda s: "/" + s),
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=_values, as_flags=st.sets(st.sampled_from(["name", "seconds", "topic", "path"])))
+def test_a_value_reads_the_same_from_its_variable_or_its_flag(values: dict[str, Any], as_flags: set[str]) -> None:
+    text = {name: str(value) for name, value in values.items()}
+    env = {loader.variable(PREFIX, n): v for n, v in text.items() if n not in as_flags}
+    flags = {n: v for n, v in text.items() if n in as_flags}
+    decoy = {loader.variable(PREFIX, n): "not-this" for n in flags if n != "topic"}  # a flag wins over its variable
+    assert load(env | decoy, flags) == load({loader.variable(PREFIX, n): v for n, v in text.items()})
+
+
+def test_flags_are_named_after_the_fields() -> None:
+    parser = argparse.ArgumentParser()
+    loader.add_flags(parser, Example, switches=True)
+    parsed = vars(parser.parse_args(["--seconds", "3", "--no-enabled"]))
+    assert parsed == {"name": None, "seconds": "3", "topic": None, "enabled": False, "path": None}
+
+
+# -- the operator: flags only, handed to the handlers module in the process (never through os.environ) ------------
+
+
+def test_the_operators_flags_are_its_settings() -> None:
+    args = operator_cli.build_parser().parse_args(
+        ["--standalone", "--resync-seconds", "3", "--events-topic", "", "--no-webhook", "--state-dir", "/tmp/x"]
+    )
+    found = operator_settings.from_flags(vars(args))
+    assert found == OperatorSettings(resync_seconds=3, events_topic="", webhook=False, state_dir=Path("/tmp/x"))
+
+
+def test_a_bad_operator_flag_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VIGIL_OPERATOR_RESYNC_SECONDS", "5")  # not read: the operator's settings are its flags
+    before = dict(os.environ)
+    assert operator_cli.main(["--standalone", "--resync-seconds", "0"]) == 2
+    assert capsys.readouterr().err == "vigil operator: --resync-seconds: Input should be greater than or equal to 1\n"
+    assert dict(os.environ) == before
+
+
+def test_the_handlers_take_the_settings_handed_over_else_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {"VIGIL_OPERATOR_RESYNC_SECONDS": "4", "VIGIL_OPERATOR_WEBHOOK_SERVICE_PORT_HTTPS": "443"}
+    monkeypatch.setattr(operator_settings, "_configured", [])
+    assert operator_settings.configured(env).resync_seconds == 4
+    operator_settings.use(OperatorSettings(resync_seconds=9))
+    assert operator_settings.configured(env).resync_seconds == 9
