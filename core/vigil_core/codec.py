@@ -63,6 +63,9 @@ def decode(adapter: TypeAdapter[T], data: str | bytes, what: str, error: type[Ex
         raise error(f"{what}: {problem(exc)}") from None
 
 
+_ANY: Final[TypeAdapter[Any]] = TypeAdapter(Any)
+
+
 def is_json(data: str | bytes) -> bool:
     """Whether `data` is JSON at all (of any shape)."""
     try:
@@ -70,9 +73,6 @@ def is_json(data: str | bytes) -> bool:
     except ValidationError:
         return False
     return True
-
-
-_ANY: Final[TypeAdapter[Any]] = TypeAdapter(Any)
 
 
 def dumps(doc: Any, *, indent: int | None = None, ensure_ascii: bool = True) -> str:

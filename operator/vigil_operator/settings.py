@@ -73,6 +73,7 @@ def from_env(env: Mapping[str, str]) -> OperatorSettings:
 
 
 _configured: list[OperatorSettings] = []
+"""What `use` handed over (none or one)."""
 
 
 def use(chosen: OperatorSettings) -> None:
