@@ -2,7 +2,10 @@
 the flag; and both processes on it (the sidecar's `config.load`, `vigil operator`'s flags)."""
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -137,3 +140,33 @@ def test_the_handlers_take_the_settings_handed_over_else_the_environment(monkeyp
     assert operator_settings.configured(env).resync_seconds == 4
     operator_settings.use(OperatorSettings(resync_seconds=9))
     assert operator_settings.configured(env).resync_seconds == 9
+
+
+HANDOFF = """
+import json, os, sys
+import kopf
+ran = {}
+kopf.run = lambda **kwargs: ran.update(kwargs)
+from vigil_operator import cli
+code = cli.main(sys.argv[1:])
+from vigil_operator import admission, handlers
+print(json.dumps({"code": code, "settings": handlers.SETTINGS.model_dump(mode="json"), "standalone": ran["standalone"],
+                  "env": sorted(k for k in os.environ if k.startswith("VIGIL_OPERATOR_"))}))
+"""
+
+
+def test_vigil_operator_hands_its_flags_to_the_handlers_module() -> None:
+    """The settings the kopf handlers (and the admission webhooks, registered at import) run with are the flags',
+    with no `VIGIL_OPERATOR_*` variable set on the way (the process environment, service links included, is not
+    read)."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+           "VIGIL_OPERATOR_WEBHOOK_PORT": "tcp://10.77.64.119:443", "VIGIL_OPERATOR_RESYNC_SECONDS": "5"}  # fmt: skip
+    argv = ["--standalone", "--resync-seconds", "7", "--events-topic", "", "--metrics-port", "0", "--liveness", ""]
+    done = subprocess.run([sys.executable, "-c", HANDOFF, *argv], capture_output=True, text=True, timeout=120,
+                          env=env, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert (found["code"], found["standalone"]) == (0, True)
+    expected = OperatorSettings(resync_seconds=7, events_topic="", metrics_port=0)
+    assert found["settings"] == expected.model_dump(mode="json")
+    assert found["env"] == ["VIGIL_OPERATOR_RESYNC_SECONDS", "VIGIL_OPERATOR_WEBHOOK_PORT"]  # as they were
