@@ -4,8 +4,8 @@ the sidecar reads them, the dev stack's layout files): a pydantic model or `Type
 
 Reading is strict JSON: an integer field takes no `"5"`, `true` or `5.0`; a number field takes an integer (and, in
 a `Record`, no NaN or infinity); a string field takes no number. Fields a reader does not know are ignored (a
-`Record` keeps them, so a rewrite does not erase a newer writer's additions). Writing goes through the standard library's `json`, as the
-formats were written before they had models, so the bytes are the same.
+`Record` keeps them, so a rewrite does not erase a newer writer's additions). Writing goes through the standard
+library's `json`, as the formats were written before they had models, so the bytes are the same.
 
 Pure: no I/O.
 """
