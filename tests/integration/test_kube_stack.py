@@ -195,14 +195,18 @@ def statefulset(name: str, replicas: int) -> dict[str, Any]:
     }
 
 
+def ready_replicas(kube: Kube, namespace: str, name: str, count: int) -> None:
+    wait_for(
+        lambda: kube.apps.read_namespaced_stateful_set(name, namespace).status.ready_replicas,
+        lambda n: n == count,
+        timeout=bound(15),
+        what=f"StatefulSet {name}: {count} ready replica(s)",
+    )
+
+
 def test_statefulset_pods_run_as_containers_in_network_namespaces_of_their_own(kube: Kube, namespace: str) -> None:
     kube.apply(statefulset("web", 2), namespace)
-    wait_for(
-        lambda: kube.apps.read_namespaced_stateful_set("web", namespace).status.ready_replicas,
-        lambda n: n == 2,
-        timeout=bound(15),
-        what="StatefulSet web: 2 ready replicas",
-    )
+    ready_replicas(kube, namespace, "web", 2)
     ips = set()
     for name in ("web-0", "web-1"):
         pod = kube.pod(namespace, name)
@@ -273,12 +277,7 @@ def test_stopping_another_stopped_stack_leaves_the_running_node_alone(
     traces. It once killed every process naming the node's short link, the running node's kubelet and every pod's
     shim with them: an e2e run died mid-suite when a unit test ran `vigil dev down` on a saved, stopped stack."""
     kube.apply(statefulset("keep", 1), namespace)
-    wait_for(
-        lambda: kube.apps.read_namespaced_stateful_set("keep", namespace).status.ready_replicas,
-        lambda n: n == 1,
-        timeout=bound(15),
-        what="StatefulSet keep: 1 ready replica",
-    )
+    ready_replicas(kube, namespace, "keep", 1)
     pod = kube.pod(namespace, "keep-0")
     assert pod is not None
     app = kube.container_pid(pod, "app")
