@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vigil_core import rules
+from vigil_core.bridge import engine as bridge
+from vigil_core.bridge_runner import BridgeRequest, BridgeRunner, send_request
 from vigil_core.kafka.group_client import GroupClient
 from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_operator.domain.spec import ConsumerGroupSpec
-from vigil_sidecar.bridge import engine as bridge
-from vigil_sidecar.bridge_runner import BridgeRequest, BridgeRunner, send_request
 
 log = logging.getLogger(__name__)
 CLIENT_DEFAULT_HEARTBEAT_SECONDS = 3.0

@@ -12,9 +12,9 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from vigil_core import rules
+from vigil_core.bridge.engine import BridgeConfig
 from vigil_core.errors import ConfigError
 from vigil_core.kafka.security import KafkaConnection, describe_validation_error
-from vigil_sidecar.bridge.engine import BridgeConfig
 from vigil_sidecar.watchdog.state import StallAction, WatchdogConfig
 
 ENV_PREFIX = "VIGIL_"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from vigil_core.budget.ledger import lease_name
 from vigil_core.kafka.security import KafkaConnection, Mechanism, Protocol
 from vigil_core.version import VERSION
 from vigil_dev.testing import pod_env as kubelet
@@ -19,7 +20,6 @@ from vigil_operator.domain import injection
 from vigil_operator.domain.injection import Decision, InjectionConfig, inject, native_sidecars_supported
 from vigil_operator.domain.spec import ConsumerGroupSpec, parse_spec
 from vigil_sidecar import config
-from vigil_sidecar.budget.ledger import lease_name
 from vigil_sidecar.config import SidecarSettings
 from vigil_sidecar.watchdog.state import StallAction
 

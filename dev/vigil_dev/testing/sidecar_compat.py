@@ -17,13 +17,13 @@ from typing import Any, Final
 
 import yaml  # type: ignore[import-untyped]
 
+from vigil_core.bridge import engine as bridge
+from vigil_core.budget import ledger
 from vigil_core.kafka.model import MemberView
 from vigil_operator.domain import injection
 from vigil_operator.domain.spec import parse_spec
 from vigil_operator.rollouts import Rollouts
 from vigil_sidecar import config
-from vigil_sidecar.bridge import engine as bridge
-from vigil_sidecar.budget import ledger
 from vigil_sidecar.metrics import Metrics
 from vigil_sidecar.runtime import Sidecar
 from vigil_sidecar.signals.beacon import parse_beacon

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from vigil_core import rules
+from vigil_core.budget.ledger import lease_name
 from vigil_core.kafka.security import ENV_PREFIX as KAFKA_PREFIX
 from vigil_core.kafka.security import Protocol
 from vigil_core.version import VERSION
 from vigil_operator.domain.spec import ConsumerGroupSpec, Kafka, Membership, SecretKeyRef, SidecarMode, Signal
-from vigil_sidecar.budget.ledger import lease_name
 from vigil_sidecar.config import ENV_PREFIX, NO_BROKER_LIMITS
 from vigil_sidecar.watchdog.state import StallAction
 
