@@ -678,6 +678,7 @@ _ALLOWED = {
     "typing",
     "vigil_core.kafka.model",
     "vigil_core.kafka.outcomes",
+    "vigil_core.liveness",
 }
 
 

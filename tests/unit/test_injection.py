@@ -13,6 +13,7 @@ import pytest
 
 from vigil_core.budget.ledger import lease_name
 from vigil_core.kafka.security import KafkaConnection, Mechanism, Protocol
+from vigil_core.liveness import StallAction
 from vigil_core.version import VERSION
 from vigil_dev.testing import pod_env as kubelet
 from vigil_dev.testing.pod_env import Context
@@ -21,7 +22,6 @@ from vigil_operator.domain.injection import Decision, InjectionConfig, inject, n
 from vigil_operator.domain.spec import ConsumerGroupSpec, parse_spec
 from vigil_sidecar import config
 from vigil_sidecar.config import SidecarSettings
-from vigil_sidecar.watchdog.state import StallAction
 
 CFG = InjectionConfig(operator_namespace="vigil-system")
 NS = "shop"

@@ -18,8 +18,8 @@ from kubernetes.client.exceptions import ApiException
 
 from vigil_core.budget import ledger
 from vigil_core.budget.lease_api import BudgetUnavailable, UnavailableError, answer_for
+from vigil_core.crd import API_GROUP, KIND, PLURAL, VERSION
 from vigil_operator.domain.rollout import RESTART_ANNOTATION, SetFacts
-from vigil_operator.domain.spec import API_GROUP, KIND, PLURAL, VERSION
 
 FIELD_MANAGER: Final = "vigil-operator"
 MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "vigil-operator"}
