@@ -144,7 +144,7 @@ def status_managers(cr: Obj) -> set[str]:
 def vigil_crd_apply(kube: Kube) -> str:
     """The documented step, run as users run it: `vigil crd apply` (the current CLI, a separate process)."""
     done = subprocess.run(
-        [sys.executable, "-m", "vigil_core.cli", "crd", "apply", "--kubeconfig", str(kube.kubeconfig)],
+        [sys.executable, "-m", "vigil_cli", "crd", "apply", "--kubeconfig", str(kube.kubeconfig)],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
