@@ -63,12 +63,15 @@ CLIENT_DEFAULT_HEARTBEAT_SECONDS: Final = rules.CLIENT_DEFAULTS[rules.HEARTBEAT]
 interval is unset."""
 
 
-def default_action(signal: Signal) -> StallAction:
-    """The action when none is stated: leave-group with the beacon and stats signals (both see the app's own
-    consumption), alert with the progress signal (committed offsets only suggest a stall)."""
+def stall_action(stated: StallAction | None, signal: Signal) -> StallAction:
+    """The action taken on a stall: the stated one, else leave-group with the beacon and stats signals (both see
+    the app's own consumption) and alert with the progress signal (committed offsets only suggest a stall)."""
+    if stated is not None:
+        return stated
     return StallAction.ALERT if signal is Signal.PROGRESS else StallAction.LEAVE_GROUP
 
 
-def default_cooldown(stall_timeout_seconds: float) -> float:
-    """At most one action per member within this long, when unstated (also the eviction budget's window)."""
-    return 2 * stall_timeout_seconds
+def cooldown(stated: float | None, stall_timeout_seconds: float) -> float:
+    """At most one action per member within this long (also the eviction budget's window): the stated cooldown,
+    else twice the stall timeout."""
+    return stated if stated is not None else 2 * stall_timeout_seconds

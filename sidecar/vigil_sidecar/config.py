@@ -142,13 +142,11 @@ class SidecarSettings(BaseModel):
 
     @property
     def stall_action(self) -> StallAction:
-        return self.action if self.action is not None else liveness.default_action(self.signal)
+        return liveness.stall_action(self.action, self.signal)
 
     @property
     def cooldown(self) -> float:
-        if self.cooldown_seconds is not None:
-            return self.cooldown_seconds
-        return liveness.default_cooldown(self.stall_timeout_seconds)
+        return liveness.cooldown(self.cooldown_seconds, self.stall_timeout_seconds)
 
     @property
     def check_interval(self) -> float:

@@ -106,14 +106,12 @@ class Liveness(_Spec):
 
     @property
     def effective_action(self) -> StallAction:
-        return self.action if self.action is not None else liveness.default_action(self.signal)
+        return liveness.stall_action(self.action, self.signal)
 
     @property
     def cooldown(self) -> float:
-        """The eviction budget's window (the sidecar's `SidecarSettings.cooldown`: the same default)."""
-        if self.cooldown_seconds is not None:
-            return self.cooldown_seconds
-        return liveness.default_cooldown(self.stall_timeout_seconds)
+        """The eviction budget's window (the sidecar's `SidecarSettings.cooldown`: the same rule)."""
+        return liveness.cooldown(self.cooldown_seconds, self.stall_timeout_seconds)
 
 
 class Client(_Spec):
