@@ -16,7 +16,7 @@ from vigil_core.bridge.engine import BridgeConfig
 from vigil_core.errors import ConfigError
 from vigil_core.kafka.security import KafkaConnection, describe_validation_error
 from vigil_core.liveness import CLIENT_DEFAULT_HEARTBEAT_SECONDS, ForeignRebalance, Signal, StallAction
-from vigil_core.sidecar_contract import DEFAULT_BEACON_PORT, DEFAULT_HEALTH_PORT, ENV_PREFIX, NO_BROKER_LIMITS, env_var
+from vigil_core.sidecar_contract import DEFAULT_BEACON_PORT, DEFAULT_HEALTH_PORT, ENV_PREFIX, NO_BROKER_LIMITS
 from vigil_sidecar.watchdog.state import WatchdogConfig
 
 
@@ -212,7 +212,7 @@ def load(
     flags = parse_args(argv)
     values: dict[str, str] = {}
     for name in SidecarSettings.model_fields:
-        value = flags.get(name, env.get(env_var(name)))
+        value = flags.get(name, env.get(f"{ENV_PREFIX}{name.upper()}"))
         if value is not None and (value != "" or name in EMPTY_MEANS_OFF):
             values[name] = value
     try:
