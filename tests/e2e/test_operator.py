@@ -15,6 +15,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from vigil_core import events
+from vigil_core.budget import ledger
 from vigil_core.version import VERSION
 from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.kafka.cluster import KafkaCluster
@@ -43,7 +44,6 @@ from vigil_dev.testing.kube_fixtures import (
 from vigil_dev.testing.release import RunningOperator
 from vigil_dev.testing.waiting import wait_for
 from vigil_operator import brokers
-from vigil_sidecar.budget import ledger
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
 

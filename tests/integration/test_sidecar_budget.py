@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from vigil_core import events
+from vigil_core.budget import ledger
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.budget import Budget, provision_budget
@@ -18,7 +19,6 @@ from vigil_dev.testing.e2e import topic_events
 from vigil_dev.testing.kube_fixtures import Kube
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
-from vigil_sidecar.budget import ledger
 from vigil_sidecar.client import Consumer as BeaconingConsumer
 
 STALL = 6.0
