@@ -22,7 +22,7 @@ from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients, static_app
 from vigil_dev.testing.broker_log import broker_lines, generations
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
-from vigil_dev.testing.waiting import bound, wait_for
+from vigil_dev.testing.waiting import bound, let_time_pass, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -134,8 +134,11 @@ def test_a_killed_static_app_restarted_after_two_session_timeouts_keeps_its_gene
     wait_for(lambda: generations(kafka, stock.group)[-1], lambda g: g > before[stock.group],
              timeout=bound(SESSION), what="the unbridged member expiring (a new generation)")  # fmt: skip
     assert stock.sidecar.metric("vigil_sidecar_app_ends_total") == 1  # the end was seen, not bridged
-    wait_for(lambda: time.monotonic() - killed_at, lambda t: t >= 2 * SESSION, timeout=2 * SESSION + 1,
-             what="two session timeouts after the kill", interval=0.5)  # fmt: skip
+    let_time_pass(
+        2 * SESSION,
+        since=killed_at,
+        why="two session timeouts after the kill: the app away that long, an unbridged member expired",
+    )
     # the bridged member is still there, under its old member id, in the same generation
     assert bridged.app_member() == old_member
     assert generations(kafka, bridged.group)[-1] == before[bridged.group]
@@ -427,8 +430,11 @@ def test_a_stale_generation_stops_the_bridge_and_the_session_decides(
                      what=f"the restarted app in generation {moved}")  # fmt: skip
             # a session and two heartbeats after its return: still no rebalance
             since = time.monotonic()
-            wait_for(lambda: time.monotonic() - since, lambda t: t >= STALE_SESSION + 2, timeout=STALE_SESSION + 3,
-                     interval=0.5, what="a session timeout after the app's return")  # fmt: skip
+            let_time_pass(
+                STALE_SESSION + 2,
+                since=since,
+                why="a session and two heartbeats after the app's return: a ghost member would have expired by then",
+            )
             assert generations(kafka, group)[-1] == moved, "the app's return cost a rebalance"
         else:
             after = wait_for(lambda: generations(kafka, group), lambda g: g[-1] > moved, timeout=bound(STALE_SESSION),
