@@ -94,7 +94,8 @@ class Harness:
 
 
 def harness(*, seed: int = 7, max_attempts: int = 6, **scripts: Any) -> Harness:
-    fake_wire, admin, slept = FakeWire(**scripts), FakeAdmin(), []
+    fake_wire, admin = FakeWire(**scripts), FakeAdmin()
+    slept: list[float] = []
     client = GroupClient(
         KafkaConnection(bootstrap_servers="unused:9092"),
         max_attempts=max_attempts,
