@@ -24,7 +24,6 @@ from vigil_dev.testing.e2e import (
     cond,
     consumer_group,
     events_for,
-    silent_broker,
     statefulset,
     status_of,
     topic_events,
@@ -41,6 +40,7 @@ from vigil_dev.testing.kube_fixtures import (
     process_uid,
 )
 from vigil_dev.testing.release import RunningOperator
+from vigil_dev.testing.silent_broker import silent_broker
 from vigil_dev.testing.waiting import bound, let_time_pass, wait_for
 from vigil_operator import brokers
 from vigil_sidecar.budget import ledger

@@ -15,9 +15,10 @@ import pytest
 
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
-from vigil_dev.testing.e2e import CG, cond, consumer_group, silent_broker, status_of
+from vigil_dev.testing.e2e import CG, cond, consumer_group, status_of
 from vigil_dev.testing.kube_fixtures import Kube
 from vigil_dev.testing.release import Replica, RunningOperator
+from vigil_dev.testing.silent_broker import silent_broker
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator.priority import priority_from_pod_name
 
