@@ -406,8 +406,8 @@ def test_groups_on_a_silent_cluster_are_reported_at_once_and_deleted_without_wai
         reported = time.monotonic() - started
         assert reported < 25, f"three groups reported unreachable after {reported:.1f} s (one connect timeout: 10 s)"
 
-        # the connect that failed left the cluster on hold: the next connect is a new connection, no sooner than the
-        # hold's end (the broker accepts none of them, so every connect since the freeze is still listed)
+        # the connect that failed left the cluster on hold; the next one, once the hold is over, is one more
+        # connection (the broker answers none of them, so every connect since the freeze is still listed)
         failed = silent.connections()
         assert failed, "the operator never connected to the silent broker"
         wait_for(lambda: silent.connections() - failed, timeout=bound(brokers.DOWN_HOLD_SECONDS + RESYNC_SECONDS),
