@@ -34,14 +34,15 @@ class SilentBroker:
 @contextmanager
 def silent_broker(state_dir: Path, host: str) -> Iterator[SilentBroker]:
     """A one-node cluster of its own under `state_dir`, clients connecting on `host` (in the e2e suites the node IP,
-    so the operator's pod reaches it), started, then frozen for the block; thawed and stopped after it."""
+    so the operator's pod reaches it), started, then frozen for the block; killed after it, never thawed: it
+    answers nothing to the end, and its connections are reset as a hung broker's are when it is finally killed."""
     cluster = kafka_cluster.create(state_dir, client_host=host, progress=lambda _: None)
     broker = cluster.process(cluster.nodes[0].node_id)
     try:
         broker.freeze()
         yield SilentBroker(cluster, connections_to(cluster.nodes[0].client))
     finally:
-        broker.thaw()
+        broker.kill()
         cluster.stop()
 
 
