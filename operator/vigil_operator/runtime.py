@@ -16,6 +16,9 @@ from typing import Any, Protocol, TypeVar
 from pydantic import ValidationError
 
 from vigil_core import events, rules
+from vigil_core.bridge import engine as bridge
+from vigil_core.budget import lease_api, ledger
+from vigil_core.budget.lease_api import BudgetUnavailable
 from vigil_core.kafka import model
 from vigil_core.kafka.event_sink import EventSink
 from vigil_core.kafka.group_client import GroupClientError
@@ -33,9 +36,6 @@ from vigil_operator.k8s.api import KubeApi, KubeError
 from vigil_operator.metrics import OperatorMetrics
 from vigil_operator.rollouts import Rollouts, StepRefusedError
 from vigil_operator.settings import OperatorSettings
-from vigil_sidecar.bridge import engine as bridge
-from vigil_sidecar.budget import lease_api, ledger
-from vigil_sidecar.budget.lease_api import BudgetUnavailable
 
 log = logging.getLogger(__name__)
 Post = Callable[[Notice], None]

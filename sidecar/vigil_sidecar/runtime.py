@@ -18,16 +18,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from vigil_core import events, identity, rules
+from vigil_core.bridge import engine as bridge
+from vigil_core.bridge_runner import BridgeRequest, BridgeRunner, send_request
+from vigil_core.budget import ledger
+from vigil_core.budget.lease_api import BudgetPolicy, BudgetUnavailable, LeaseApi, publish, request_permit
 from vigil_core.kafka.event_sink import EventSink
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
 from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import APP_POLLED, TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
-from vigil_sidecar.bridge import engine as bridge
-from vigil_sidecar.bridge_runner import BridgeRequest, BridgeRunner, send_request
-from vigil_sidecar.budget import ledger
-from vigil_sidecar.budget.lease_api import BudgetPolicy, BudgetUnavailable, LeaseApi, publish, request_permit
-from vigil_sidecar.config import NO_BROKER_LIMITS, BudgetMode, SidecarSettings, Signal
+from vigil_core.liveness import Signal
+from vigil_core.sidecar_contract import NO_BROKER_LIMITS, StatusMember
+from vigil_sidecar.config import BudgetMode, SidecarSettings
 from vigil_sidecar.metrics import Metrics
 from vigil_sidecar.signals import stats as stats_signal
 from vigil_sidecar.signals.progress import ProgressSampler
@@ -850,7 +852,7 @@ class Sidecar:
         DescribeGroups does not give it): None unless the last beacon names this member."""
         beacon = self.last_beacon
         generation = beacon.generation if beacon is not None and beacon.member_id == member_id else None
-        return {"member_id": member_id, "instance_id": instance_id, "generation": generation}
+        return StatusMember(member_id, instance_id, generation).to_json()
 
     def _bridge_status(self, now: float) -> dict[str, Any] | None:
         if self._bridge is None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vigil_core import cli
+from vigil_cli import cli
 from vigil_dev.errors import DevError
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.kafka.config import NodePorts, Security

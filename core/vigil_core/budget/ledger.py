@@ -39,8 +39,8 @@ from typing import Annotated, Any, Final, Literal, TypeVar
 from pydantic import Field, TypeAdapter
 
 from vigil_core import codec
-from vigil_sidecar.budget import poison
-from vigil_sidecar.budget.poison import Handoff, PoisonMark, TopicPartition
+from vigil_core.budget import poison
+from vigil_core.budget.poison import Handoff, PoisonMark, TopicPartition
 
 ANNOTATION: Final = "vigil.dev/budget"
 """The Lease annotation holding the ledger."""
