@@ -8,14 +8,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from vigil_core import rules
+from vigil_core import rules, settings
 
 ENV_PREFIX: Final = "VIGIL_"
 
 
 def env_var(setting: str) -> str:
-    """`VIGIL_<SETTING>`: the variable of a sidecar setting (a `SidecarSettings` field: `stall_timeout_seconds`)."""
-    return f"{ENV_PREFIX}{setting.upper()}"
+    """`VIGIL_<SETTING>`: the variable of a sidecar setting (a `SidecarSettings` field: `stall_timeout_seconds`), as
+    the settings loader reads it."""
+    return settings.variable(ENV_PREFIX, setting)
 
 
 POD_IP_ENV: Final = f"{ENV_PREFIX}POD_IP"
