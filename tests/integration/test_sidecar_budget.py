@@ -177,7 +177,7 @@ def test_without_api_access_the_sidecar_only_alerts(kafka: KafkaCluster, tmp_pat
         wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 2, timeout=60, what="2 members stable")
         assert '"budget": "unavailable (no-api): alert only"' in sidecar.get("/v1/status")[1]
         members[0].paused_polling.set()
-        refused = 'vigil_sidecar_alerts_total{kind="budget-no-permission"}'
+        refused = 'vigil_sidecar_alerts_total{kind="budget-no-api"}'  # the cause as itself: no token mounted
         wait_for(lambda: _metric(sidecar, refused), lambda n: n >= 1, timeout=bound(STALL + 2 * CHECK),
                  what="the refusal for lack of API access")  # fmt: skip
         assert _metric(sidecar, EVICTED) == 0
