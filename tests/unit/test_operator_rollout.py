@@ -303,3 +303,40 @@ def test_at_most_one_pod_and_only_the_highest_outdated_when_all_is_well(  # noqa
         assert state.current_pod == steps[0].pod
     if state is not None and state.phase is RolloutPhase.COMPLETE and state is not previous:
         assert not stale  # (no step was in progress here, so none ended in this plan)
+
+
+@given(
+    revisions=st.lists(st.booleans(), min_size=1, max_size=6),
+    ready=st.lists(st.booleans(), min_size=6, max_size=6),
+    stable=st.booleans(),
+    phase=st.sampled_from([None, RolloutPhase.ROLLING, RolloutPhase.PAUSED, RolloutPhase.COMPLETE]),
+    current=st.booleans(),
+    outcome=st.sampled_from([None, "rejoined", "removed", "deadline"]),
+    elapsed=st.integers(0, 120),
+)
+def test_the_actions_say_what_the_plan_did(  # noqa: PLR0917 - one per strategy
+    revisions: list[bool], ready: list[bool], stable: bool, phase: RolloutPhase | None, current: bool,
+    outcome: str | None, elapsed: int,
+) -> None:  # fmt: skip
+    """The runtime acts on the actions alone: a rollout begun says Started (first), one that paused in this resync
+    Paused, one that completed Completed, a step begun BeginStep (last); each at most once, each told by its own
+    note."""
+    workload = ro.SetFacts("OnDelete", NEW, len(revisions))
+    pods = [pod(i, NEW if fresh else OLD, ready=ready[i]) for i, fresh in enumerate(revisions)]
+    step = f"orders-{len(revisions) - 1}" if current else None
+    previous = None if phase is None else rolling(step, phase=phase, total=len(revisions))
+    members = {f"ns-orders-{i}": f"m{i}" for i in range(len(revisions))}
+    state, actions = ro.plan(SPEC, workload, pods, ro.GroupNow(stable, members), previous, bridge_outcome=outcome,
+                             now=NOW + timedelta(seconds=elapsed))  # fmt: skip
+    kinds = [type(a) for a in actions]
+    assert all(kinds.count(kind) <= 1 for kind in set(kinds))
+    assert (ro.Started in kinds) is (previous is None and state.phase is RolloutPhase.ROLLING)
+    assert (ro.Paused in kinds) is (state.phase is RolloutPhase.PAUSED and phase is RolloutPhase.ROLLING)
+    assert (ro.Completed in kinds) is (state.phase is RolloutPhase.COMPLETE and phase is RolloutPhase.ROLLING)
+    before = None if previous is None else previous.current_pod
+    assert (ro.BeginStep in kinds) is (state.current_pod is not None and state.current_pod != before)
+    if ro.Started in kinds:
+        assert kinds[0] is ro.Started
+    if ro.BeginStep in kinds:
+        assert kinds[-1] is ro.BeginStep
+    assert [ro.note(a) is None for a in actions] == [k is ro.BeginStep for k in kinds]
