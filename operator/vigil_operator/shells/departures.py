@@ -172,7 +172,7 @@ class Departures:
         """Record the removal (or release) in the group's eviction budget (the sidecars' Lease). A member proven gone
         is removed or released whatever the budget says, and even when the Lease cannot be read; one that may come
         back (crash loop) waits for room, and for a readable Lease."""
-        proven = gone.cause not in ("crash-loop", "node-lost")
+        proven = gone.proven_gone
         answer = await lease_api.request_removal(
             self.kube.budget_store(namespace, spec.group_id), gone.pod or gone.member_id, gone.member_id,
             proven_gone=proven, max_concurrent=spec.liveness.max_concurrent_evictions, cooldown=spec.liveness.cooldown,
