@@ -51,8 +51,6 @@ class Runtime:
     kube: KubeApi
     brokers: Brokers = field(default_factory=Brokers)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
-    rollouts: Rollouts = field(default_factory=Rollouts)
-    """The rollouts' running bridges (the rollout shell's)."""
     syncs: int = 0
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _requests: dict[Key, asyncio.Event] = field(default_factory=dict)
@@ -65,7 +63,7 @@ class Runtime:
     def __post_init__(self) -> None:
         self.events = Emitter(self.settings.events_topic)
         self.departures = Departures(self.kube, self.brokers, self.metrics, self.events)
-        self.rollout = RolloutShell(self.kube, self.brokers, self.metrics, self.events, self.rollouts)
+        self.rollout = RolloutShell(self.kube, self.brokers, self.metrics, self.events, Rollouts())
         self.stalls = StallFeeds(self.settings.events_topic, self.settings.resync_seconds)
         self.budgets = BudgetLeases(self.kube)
 
@@ -87,7 +85,7 @@ class Runtime:
     def release(self, key: Key, uid: str) -> None:
         """The ConsumerGroup's loop ended (paused, deleted, exiting): its rollout bridge stops heartbeating — the
         replica that acts next resumes it from the state persisted in status — and its requests are forgotten."""
-        if self.rollouts.running(uid):
+        if self.rollout.bridges.running(uid):
             log.info("%s/%s: its rollout bridge stops with its resync loop (the replica that acts resumes it)", *key)
         self.rollout.stop(uid)
         self._requests.pop(key, None)
