@@ -173,7 +173,8 @@ class RealNode:
                 while self.tasks() and time.monotonic() < deadline:
                     time.sleep(0.5)
         self.process("kube-proxy").stop(grace=10)
-        if Path(self.binaries.get("kube-proxy", "")).is_file():  # else network_down drops its chains by name
+        # its rules are the machine's: dropped only by the node that holds it (else network_down drops them by name)
+        if owns_machine and Path(self.binaries.get("kube-proxy", "")).is_file():
             subprocess.run(
                 layout.kube_proxy_cleanup_argv(self.binaries["kube-proxy"]),
                 capture_output=True, check=False, timeout=60,

@@ -206,10 +206,18 @@ def leftovers(home: Path, network: Network) -> list[str]:
     return found
 
 
+def process_markers(home: Path, short_link_target: Path | None) -> tuple[str, ...]:
+    """What names a process of the node at `home`: its paths, and the short link only while that link is this
+    node's. Another stack's cleanup (a `vigil dev down` of a stopped stack, a killed run's leftovers) must never
+    take the machine's running node for its own: its kubelet and shims name the link too."""
+    ours = short_link_target is not None and (short_link_target == home or home in short_link_target.parents)
+    return (str(home), str(SHORT_PATH)) if ours else (str(home),)
+
+
 def node_processes(home: Path) -> list[tuple[int, str]]:
     """Processes whose command line names a path under `home` (containerd, kubelet, kube-proxy) or the node's
-    short link (the shims name only containerd's socket, through it)."""
-    markers = (str(home), str(SHORT_PATH))
+    short link while it points under `home` (the shims name only containerd's socket, through it)."""
+    markers = process_markers(home, SHORT_PATH.readlink() if SHORT_PATH.is_symlink() else None)
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
