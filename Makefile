@@ -39,7 +39,7 @@ stack-deps: $(BIN)/vigil
 setup: $(BIN)/vigil stack-deps images
 
 typecheck: $(BIN)/vigil
-	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator spark/vigil_spark dev/vigil_dev dev/testapps/vigil_testapps
+	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator spark/vigil_spark cli/vigil_cli dev/vigil_dev dev/testapps/vigil_testapps
 
 lint: $(BIN)/vigil typecheck verify-crds
 	@scripts/timed "ruff" $(BIN)/ruff check .

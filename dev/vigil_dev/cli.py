@@ -1,13 +1,21 @@
-"""`vigil dev ...`: argument parsing and output only; the work is in stack.py."""
+"""`vigil dev ...`: argument parsing and output only; the work is in stack.py. `main` is the entry point
+`vigil.commands: dev` (dev/pyproject.toml) that the `vigil` command runs."""
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from vigil_dev import paths, stack
 from vigil_dev.errors import DevError
 from vigil_dev.kafka.config import Security
 from vigil_dev.testing import images
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="vigil dev", description="the real local stack: up, down, status")
+    add_arguments(parser)
+    return run(parser.parse_args(list(argv)))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

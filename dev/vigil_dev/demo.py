@@ -15,12 +15,14 @@ Every step has a bound; missing one ends the demo with exit code 1 (and says whi
 end either way; its logs stay under the demo's state directory. Generations are counted from the broker's log.
 """
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,13 @@ RELEASE = "vigil"
 
 class MissedBoundError(Exception):
     """A step took longer than it may, or rebalanced where it must not."""
+
+
+def main(argv: Sequence[str]) -> int:
+    """The entry point `vigil.commands: demo` (dev/pyproject.toml): `vigil demo`, no arguments."""
+    parser = argparse.ArgumentParser(prog="vigil demo", description="the whole story on the real local stack")
+    parser.parse_args(list(argv))
+    return run()
 
 
 def run() -> int:
@@ -156,7 +165,7 @@ def _rollout(kube: Kube, kafka: KafkaCluster, s: ConsumerSet) -> None:
     kube.apps.patch_namespaced_stateful_set(s.name, s.namespace, patch)
     started = time.monotonic()
     waited = subprocess.run(
-        [sys.executable, "-m", "vigil_core.cli", "rollout", "status", s.name, "-n", s.namespace, "--timeout", "300",
+        [sys.executable, "-m", "vigil_cli", "rollout", "status", s.name, "-n", s.namespace, "--timeout", "300",
          "--kubeconfig", str(kube.kubeconfig)],
         capture_output=True, text=True, timeout=330, check=False,
     )  # fmt: skip

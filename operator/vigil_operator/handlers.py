@@ -21,11 +21,11 @@ from typing import Any, cast
 
 import kopf
 
+from vigil_core.crd import API_GROUP, PLURAL, VERSION
 from vigil_operator import settings as operator_settings
 from vigil_operator import webhook_server
 from vigil_operator.domain import claims, injection, pacing, pods
 from vigil_operator.domain.reconcile import Notice, PodFacts
-from vigil_operator.domain.spec import API_GROUP, PLURAL, VERSION
 from vigil_operator.k8s.api import KubeApi
 from vigil_operator.runtime import Key, Runtime, StopFlag, SyncStoppedError, stopping
 

@@ -14,8 +14,8 @@ from typing import Any, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from vigil_core.crd import API_GROUP, PLURAL, VERSION
 from vigil_operator.domain.rollout import RESTART_ANNOTATION
-from vigil_operator.domain.spec import API_GROUP, PLURAL, VERSION
 
 POLL_SECONDS = 2.0
 

@@ -16,16 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vigil_core import rules
+from vigil_core.bridge import engine as bridge
+from vigil_core.bridge_runner import BridgeRequest, BridgeRunner, send_request
 from vigil_core.kafka.group_client import GroupClient
 from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
 from vigil_core.kafka.security import KafkaConnection
+from vigil_core.liveness import CLIENT_DEFAULT_HEARTBEAT_SECONDS
+from vigil_core.sidecar_contract import STATUS_PATH, StatusMember
 from vigil_operator.domain.spec import ConsumerGroupSpec
-from vigil_sidecar.bridge import engine as bridge
-from vigil_sidecar.bridge_runner import BridgeRequest, BridgeRunner, send_request
 
 log = logging.getLogger(__name__)
-CLIENT_DEFAULT_HEARTBEAT_SECONDS = 3.0
 
 
 class StepRefusedError(Exception):
@@ -63,14 +64,15 @@ class Rollouts:
         if sidecar_url is None:
             raise StepRefusedError(f"{pod} has no sidecar address: its member's generation cannot be read")
         try:
-            body = await asyncio.to_thread(_get_json, f"{sidecar_url}/v1/status")
+            body = await asyncio.to_thread(_get_json, f"{sidecar_url}{STATUS_PATH}")
         except (OSError, ValueError) as exc:
-            raise StepRefusedError(f"{pod}: its sidecar did not answer /v1/status ({exc})") from None
-        member = body["member"] if isinstance(body.get("member"), dict) else {}
-        generation = member.get("generation")
-        if not member.get("member_id") or not member.get("instance_id") or not isinstance(generation, int):
-            raise StepRefusedError(f"{pod}: its sidecar knows no static member with a generation ({member or 'none'})")
-        return bridge.Member(str(member["member_id"]), generation, str(member["instance_id"]))
+            raise StepRefusedError(f"{pod}: its sidecar did not answer {STATUS_PATH} ({exc})") from None
+        member = StatusMember.from_status(body)
+        if member is None or not member.member_id or not member.instance_id or member.generation is None:
+            raise StepRefusedError(
+                f"{pod}: its sidecar knows no static member with a generation ({body.get('member') or 'none'})"
+            )
+        return bridge.Member(member.member_id, member.generation, member.instance_id)
 
     def begin(self, spec: ConsumerGroupSpec, member: bridge.Member, now: float) -> bridge.BridgeState:
         """The bridge state for a step (persisted by the caller before the pod is deleted)."""
@@ -78,7 +80,7 @@ class Rollouts:
         config = bridge.BridgeConfig(
             heartbeat_interval=heartbeat / 1000 if heartbeat else CLIENT_DEFAULT_HEARTBEAT_SECONDS,
             max_bridge_seconds=spec.restart.max_restart_seconds,
-            on_foreign_rebalance=spec.liveness.bridge.on_foreign_rebalance.value,
+            on_foreign_rebalance=spec.liveness.bridge.on_foreign_rebalance,
             session_timeout=(spec.client.session_timeout_ms or rules.CLIENT_DEFAULTS[rules.SESSION]) / 1000,
         )
         started = bridge.start(spec.group_id, member, proof="pod-deleted", earlier_ends=(), now=now, config=config)

@@ -11,13 +11,13 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from vigil_core import rules
+from vigil_core import liveness, rules
+from vigil_core.bridge.engine import BridgeConfig
 from vigil_core.errors import ConfigError
 from vigil_core.kafka.security import KafkaConnection, describe_validation_error
-from vigil_sidecar.bridge.engine import BridgeConfig
-from vigil_sidecar.watchdog.state import StallAction, WatchdogConfig
-
-ENV_PREFIX = "VIGIL_"
+from vigil_core.liveness import CLIENT_DEFAULT_HEARTBEAT_SECONDS, ForeignRebalance, Signal, StallAction
+from vigil_core.sidecar_contract import DEFAULT_BEACON_PORT, DEFAULT_HEALTH_PORT, ENV_PREFIX, NO_BROKER_LIMITS
+from vigil_sidecar.watchdog.state import WatchdogConfig
 
 
 class BudgetMode(StrEnum):
@@ -26,30 +26,6 @@ class BudgetMode(StrEnum):
     max_concurrent_evictions per cooldown, none in a systemic stall. Without API access: alert only."""
     NONE = "none"
     """No budget: every sidecar evicts on its own. Only for a single consumer outside Kubernetes (and tests)."""
-
-
-class ForeignRebalance(StrEnum):
-    """What a running bridge does when someone else starts a rebalance (the CRD's `onForeignRebalance`)."""
-
-    REMOVE = "remove"
-    """Compare-and-remove the absent member at once, so the rebalance completes now (no second one later)."""
-    HOLD = "hold"
-    """Keep heartbeating until the app's expected return (at most the deadline, and at most one session timeout
-    after the rebalance began: the group waits meanwhile), then remove."""
-
-
-#: The client's `heartbeat.interval.ms` default (librdkafka and Java: 3 s): the bridge's pace when unset.
-CLIENT_DEFAULT_HEARTBEAT_SECONDS = 3.0
-
-
-class Signal(StrEnum):
-    BEACON = "beacon"
-    """The app reports each poll (the helper, or the beacon protocol): precise, no broker requests."""
-    PROGRESS = "progress"
-    """No app change: committed offsets vs the read_committed LSO (Burrow-grade; alert by default)."""
-    STATS = "stats"
-    """The app forwards librdkafka's statistics JSON (`POST /v1/stats`, signals/STATS.md): any librdkafka client,
-    no broker request to judge; leave-group by default, since `app_offset` is as precise as a poll beacon."""
 
 
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -66,9 +42,9 @@ class SidecarSettings(BaseModel):
     namespace: str | None = None
     instance_id: str | None = None
     """The app's `group.instance.id` when it is a static member."""
-    stall_timeout_seconds: Seconds = 60.0
+    stall_timeout_seconds: Seconds = liveness.DEFAULT_STALL_TIMEOUT_SECONDS
     """No poll for this long → the app counts as stalled."""
-    signal: Signal = Signal.BEACON
+    signal: Signal = liveness.DEFAULT_SIGNAL
     """How the app's liveness is seen: beacon (default), progress (no app change) or stats (librdkafka's
     statistics forwarded by the app)."""
     action: StallAction | None = None
@@ -87,15 +63,15 @@ class SidecarSettings(BaseModel):
     beacon_bind: str = "127.0.0.1"
     """Where the beacon listener binds: loopback by default; the injected sidecar binds the pod IP (the webhook's
     layout: one address for both listeners)."""
-    beacon_port: Port = 7390
+    beacon_port: Port = DEFAULT_BEACON_PORT
     health_bind: str = "0.0.0.0"  # noqa: S104 - the kubelet probes the pod IP
-    health_port: Port = 7391
+    health_port: Port = DEFAULT_HEALTH_PORT
     budget: BudgetMode = BudgetMode.LEASE
     """lease (default: do no harm across the group) or none."""
     budget_lease: str | None = None
     """The group's budget Lease (default: the name the operator derives from the group id)."""
-    max_concurrent_evictions: Annotated[int, Field(ge=1)] = 1
-    systemic_stall_percent: Annotated[float, Field(gt=0, le=100)] = 50.0
+    max_concurrent_evictions: Annotated[int, Field(ge=1)] = liveness.DEFAULT_MAX_CONCURRENT_EVICTIONS
+    systemic_stall_percent: Annotated[float, Field(gt=0, le=100)] = liveness.DEFAULT_SYSTEMIC_STALL_PERCENT
     """More than this share of the group stalled at once → no eviction, a systemic-stall event instead."""
     settle_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 2.0
     """Wait this long after the first permit request, so stalled peers can publish first."""
@@ -108,9 +84,11 @@ class SidecarSettings(BaseModel):
     bridge_enabled: bool = False
     """Heartbeat for this static member while its app is known to be restarting (issue #6): the helper's
     connection closing is the proof; silence never is."""
-    max_bridge_seconds: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 120.0
+    max_bridge_seconds: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = (
+        liveness.DEFAULT_MAX_BRIDGE_SECONDS
+    )
     """A bridge gives up this long after the app ended; the member then expires at its session timeout."""
-    on_foreign_rebalance: ForeignRebalance = ForeignRebalance.REMOVE
+    on_foreign_rebalance: ForeignRebalance = liveness.DEFAULT_FOREIGN_REBALANCE
     """What a bridge does when someone else starts a rebalance: remove (default) or hold."""
     expected_return_seconds: Seconds | None = None
     """How long the app usually takes to come back (ends a hold; default: the bridge's deadline)."""
@@ -164,13 +142,11 @@ class SidecarSettings(BaseModel):
 
     @property
     def stall_action(self) -> StallAction:
-        if self.action is not None:
-            return self.action
-        return StallAction.ALERT if self.signal is Signal.PROGRESS else StallAction.LEAVE_GROUP
+        return liveness.stall_action(self.action, self.signal)
 
     @property
     def cooldown(self) -> float:
-        return self.cooldown_seconds if self.cooldown_seconds is not None else 2 * self.stall_timeout_seconds
+        return liveness.cooldown(self.cooldown_seconds, self.stall_timeout_seconds)
 
     @property
     def check_interval(self) -> float:
@@ -194,7 +170,7 @@ class SidecarSettings(BaseModel):
         return BridgeConfig(
             heartbeat_interval=self.bridge_heartbeat_interval,
             max_bridge_seconds=self.max_bridge_seconds,
-            on_foreign_rebalance=self.on_foreign_rebalance.value,
+            on_foreign_rebalance=self.on_foreign_rebalance,
             expected_return_seconds=self.expected_return_seconds,
             session_timeout=self.session_timeout_seconds,
         )
@@ -211,22 +187,6 @@ class SidecarSettings(BaseModel):
             max_poll_interval_ms=ms(self.max_poll_interval_seconds),
             stall_timeout_ms=ms(self.stall_timeout_seconds),
         )
-
-
-#: Broker bounds and KIP-848 group timings that accept anything: at start only the client's own consistency is
-#: checked (start never waits for Kafka); the broker's limits and, KIP-848, the group's own timings are read and
-#: checked once the group's coordinator has answered (`Sidecar._check_timings`).
-NO_BROKER_LIMITS = rules.BrokerLimits(
-    min_session_ms=1,
-    max_session_ms=2**31 - 1,
-    consumer_min_session_ms=1,
-    consumer_max_session_ms=2**31 - 1,
-    consumer_min_heartbeat_ms=1,
-    consumer_max_heartbeat_ms=2**31 - 1,
-    from_defaults=False,
-    consumer_session_ms=2**31 - 1,
-    consumer_heartbeat_ms=1,
-)
 
 
 #: Settings whose empty value, set explicitly, means "off" (elsewhere an empty variable is an unset one).

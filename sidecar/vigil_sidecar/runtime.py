@@ -21,7 +21,8 @@ from vigil_core.kafka.group_client import GroupClientError
 from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import APP_POLLED, TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
-from vigil_sidecar.config import NO_BROKER_LIMITS, BudgetMode, SidecarSettings
+from vigil_core.sidecar_contract import NO_BROKER_LIMITS, StatusMember
+from vigil_sidecar.config import BudgetMode, SidecarSettings
 from vigil_sidecar.metrics import Metrics
 from vigil_sidecar.shells.bridge import AppEnds
 from vigil_sidecar.shells.budget import Budget
@@ -334,7 +335,7 @@ class Sidecar:
         DescribeGroups does not give it): None unless the last beacon names this member."""
         beacon = self.last_beacon
         generation = beacon.generation if beacon is not None and beacon.member_id == member_id else None
-        return {"member_id": member_id, "instance_id": instance_id, "generation": generation}
+        return StatusMember(member_id, instance_id, generation).to_json()
 
     def close(self) -> None:
         self.app_ends.close()

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from vigil_core import sidecar_contract as contract
 from vigil_sidecar.runtime import Sidecar
 from vigil_sidecar.signals import stats as stats_signal
 from vigil_sidecar.signals.beacon import MAX_BEACON_BYTES, BeaconError, parse_beacon
@@ -117,8 +118,8 @@ def beacon_app(sidecar: Sidecar) -> web.Application:
             transport.close()
 
     app = web.Application(client_max_size=max(MAX_BEACON_BYTES, stats_signal.MAX_STATS_BYTES) + 1)
-    app.router.add_post("/v1/beacon", post_beacon)
-    app.router.add_post("/v1/stats", _stats_handler(sidecar))
+    app.router.add_post(contract.BEACON_PATH, post_beacon)
+    app.router.add_post(contract.STATS_PATH, _stats_handler(sidecar))
     app.router.add_post("/v1/hold", post_hold)
     app.on_shutdown.append(release_holds)
     return app
@@ -159,10 +160,10 @@ def health_app(sidecar: Sidecar) -> web.Application:
         return web.Response(text=json.dumps(sidecar.status(), indent=2) + "\n", content_type="application/json")
 
     app = web.Application()
-    app.router.add_get("/livez", livez)
-    app.router.add_get("/v1/probe/app", probe_app)
+    app.router.add_get(contract.LIVEZ_PATH, livez)
+    app.router.add_get(contract.APP_PROBE_PATH, probe_app)
     app.router.add_get("/metrics", metrics)
-    app.router.add_get("/v1/status", status)
+    app.router.add_get(contract.STATUS_PATH, status)
     return app
 
 

@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.demo]
 
 
 def test_the_demo_tells_the_whole_story_within_its_bounds() -> None:
-    done = subprocess.run([sys.executable, "-m", "vigil_core.cli", "demo"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "vigil_cli", "demo"], capture_output=True, text=True,
                           timeout=900, check=False)  # fmt: skip
     out = done.stdout
     assert done.returncode == 0, (out[-3000:], done.stderr[-3000:])

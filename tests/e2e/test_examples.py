@@ -27,6 +27,7 @@ import yaml  # type: ignore[import-untyped]
 from confluent_kafka import KafkaException
 from prometheus_client.parser import text_string_to_metric_families
 
+from vigil_core.sidecar_contract import APP_PROBE_PATH
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import generations
@@ -36,7 +37,7 @@ from vigil_dev.testing.images import TESTAPPS
 from vigil_dev.testing.kube_fixtures import Kube, pod_ready
 from vigil_dev.testing.release import RunningOperator
 from vigil_dev.testing.waiting import wait_for
-from vigil_operator.domain.injection import APP_PROBE_PATH, GROUP_ANNOTATION, INJECT_LABEL, SIDECAR_NAME
+from vigil_operator.domain.injection import GROUP_ANNOTATION, INJECT_LABEL, SIDECAR_NAME
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
 

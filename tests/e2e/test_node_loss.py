@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from vigil_core.budget import ledger as lg
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.broker_log import broker_lines
@@ -21,7 +22,6 @@ from vigil_dev.testing.e2e import ConsumerSet, Producing, events_for
 from vigil_dev.testing.kube_fixtures import Kube, condition
 from vigil_dev.testing.release import RunningOperator
 from vigil_dev.testing.waiting import wait_for
-from vigil_sidecar.budget import ledger as lg
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
 

@@ -15,6 +15,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from vigil_core import events
+from vigil_core.budget import ledger
 from vigil_core.version import VERSION
 from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.kafka.cluster import KafkaCluster
@@ -24,7 +25,6 @@ from vigil_dev.testing.e2e import (
     cond,
     consumer_group,
     events_for,
-    silent_broker,
     statefulset,
     status_of,
     topic_events,
@@ -41,11 +41,16 @@ from vigil_dev.testing.kube_fixtures import (
     process_uid,
 )
 from vigil_dev.testing.release import RunningOperator
-from vigil_dev.testing.waiting import wait_for
+from vigil_dev.testing.silent_broker import silent_broker
+from vigil_dev.testing.waiting import bound, let_time_pass, wait_for
 from vigil_operator import brokers
-from vigil_sidecar.budget import ledger
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
+
+RESYNC_SECONDS = 3
+"""The e2e release's --resync-seconds (`release.install_operator`'s default): each group's timer."""
+CONNECT_TIMEOUT = 10
+"""The operator's Kafka request timeout: how long a connect to a broker that never answers waits."""
 
 
 # -- helpers and fixtures --------------------------------------------------------------------------------------
@@ -375,15 +380,18 @@ def test_a_missing_secret_and_an_unreachable_broker_are_conditions_not_crashes(
 
 
 def test_groups_on_a_silent_cluster_are_reported_at_once_and_deleted_without_waiting_for_a_resync(
-    kube: Kube, operator: RunningOperator, namespace: str
+    kube: Kube, operator: RunningOperator, namespace: str, artifacts_dir: Path
 ) -> None:
-    """Three groups on a cluster that accepts connections and never answers. A connect waits out the request
-    timeout (10 s), and one worker per cluster serves its groups in turn: without the operator's hold on a cluster
-    whose connect just failed, each round would take 10 s per group. And kopf stops a timer by a flag, re-checking
-    one still running only after its cancellation polling (a minute): a resync waiting for the broker must give way
-    to the flag, so deleting a group takes seconds."""
+    """Three groups on a cluster whose broker is alive and never answers (its process stopped: connections are
+    accepted, requests never answered). A connect waits out the request timeout (10 s), and one worker per cluster
+    serves its groups in turn: without the operator's hold on a cluster whose connect just failed, each round would
+    take 10 s per group. And kopf stops a timer by a flag, re-checking one still running only after its cancellation
+    polling (a minute): a resync waiting for the broker must give way to the flag, so deleting a group takes
+    seconds."""
     names = ["silent-a", "silent-b", "silent-c"]
-    with silent_broker(kube.cluster.network.node_ip) as (bootstrap, accepted):
+    state_dir = artifacts_dir / clients.unique("kafka-silent")
+    with silent_broker(state_dir, kube.cluster.network.node_ip) as silent:
+        bootstrap = silent.bootstrap
         started = time.monotonic()
         for name in names:
             kube.apply(consumer_group(name, clients.unique(name), bootstrap), namespace)
@@ -398,11 +406,20 @@ def test_groups_on_a_silent_cluster_are_reported_at_once_and_deleted_without_wai
         reported = time.monotonic() - started
         assert reported < 25, f"three groups reported unreachable after {reported:.1f} s (one connect timeout: 10 s)"
 
-        time.sleep(brokers.DOWN_HOLD_SECONDS + 0.5)  # the connect that failed left the cluster on hold
-        accepted.clear()
-        wait_for(accepted.is_set, timeout=30, what="a resync connecting to the silent broker again")
-        time.sleep(3.5)  # every group's timer has fired since (3 s): each resync waits for the broker now
+        # the connect that failed left the cluster on hold; the next one, once the hold is over, is one more
+        # connection (the broker answers none of them, so every connect since the freeze is still listed)
+        failed = silent.connections()
+        assert failed, "the operator never connected to the silent broker"
+        wait_for(lambda: silent.connections() - failed, timeout=bound(brokers.DOWN_HOLD_SECONDS + RESYNC_SECONDS),
+                 interval=0.1, what="a resync connecting to the silent broker again, after the hold")  # fmt: skip
+        connected = time.monotonic()
+        # every group's timer fires within its interval of its last resync, which ended at the latest when this
+        # connect began (the others' end at once, on hold): each resync waits for the broker now
+        let_time_pass(RESYNC_SECONDS + 0.5, since=connected,
+                      why="every group's resync timer firing while the connect waits for the broker")  # fmt: skip
         deleting = time.monotonic()
+        # a deletion that waited for the connect to time out would take 5 s or more
+        assert deleting - connected <= CONNECT_TIMEOUT - 5, "the connect may be over: nothing would wait for it"
         kube.custom.delete_namespaced_custom_object(*CG[:2], namespace, CG[2], "silent-a")
         wait_for(
             lambda: exists(lambda: kube.custom.get_namespaced_custom_object(*CG[:2], namespace, CG[2], "silent-a")),
@@ -412,6 +429,7 @@ def test_groups_on_a_silent_cluster_are_reported_at_once_and_deleted_without_wai
         )
         took = time.monotonic() - deleting
         assert took < 5, f"deleting took {took:.1f} s"
+        # the positive proof that silent-a's resync was waiting for the broker when it was deleted
         assert "resync of " + namespace + "/silent-a stopped before it acted" in operator.log_text()
         assert cond(status_of(kube, namespace, "silent-b"), "Ready").get("reason") == "BrokerUnreachable"
     assert operator.alive()

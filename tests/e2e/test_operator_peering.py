@@ -9,14 +9,16 @@ its template, so their names (and so their priorities) are the test's."""
 
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
-from vigil_dev.testing.e2e import CG, cond, consumer_group, silent_broker, status_of
+from vigil_dev.testing.e2e import CG, cond, consumer_group, status_of
 from vigil_dev.testing.kube_fixtures import Kube
 from vigil_dev.testing.release import Replica, RunningOperator
+from vigil_dev.testing.silent_broker import silent_broker
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator.priority import priority_from_pod_name
 
@@ -124,7 +126,7 @@ def test_of_two_replicas_the_higher_pod_name_priority_acts_and_the_other_takes_o
 
 @pytest.mark.usefixtures("crds")
 def test_a_resync_in_flight_when_the_replica_pauses_writes_nothing_and_none_starts_while_it_is_paused(
-    kube: Kube, namespace: str, peered: RunningOperator
+    kube: Kube, namespace: str, peered: RunningOperator, artifacts_dir: Path
 ) -> None:
     """The replica's first resync of a group is waiting for a broker that never answers (after the connect timeout
     it would write `BrokerUnreachable`) when a peer with a higher priority appears: a freeze entry, as `kopf freeze`
@@ -134,12 +136,14 @@ def test_a_resync_in_flight_when_the_replica_pauses_writes_nothing_and_none_star
     kube.apply({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": peering}})
     high_name, low_name = sorted(POD_NAMES, key=priority_from_pod_name, reverse=True)
     name = "in-flight"
-    with silent_broker(kube.cluster.network.node_ip) as (bootstrap, accepted):
-        kube.apply(consumer_group(name, clients.unique(name), bootstrap), namespace)
+    state_dir = artifacts_dir / clients.unique("kafka-silent")
+    with silent_broker(state_dir, kube.cluster.network.node_ip) as silent:
+        kube.apply(consumer_group(name, clients.unique(name), silent.bootstrap), namespace)
         low = peered.start_replica(low_name, peering=peering)
         high: Replica | None = None
         try:
-            wait_for(accepted.is_set, timeout=60, what="the replica's first resync connecting to the silent broker")
+            wait_for(silent.connections, timeout=60, interval=0.1,
+                     what="the replica's first resync connecting to the silent broker")  # fmt: skip
             connected = time.monotonic()
             set_peer(kube, peering, FREEZE, max(map(priority_from_pod_name, POD_NAMES)) + 1)
             wait_for(low.log_text, lambda t: PAUSING in t, timeout=30, what="the replica pausing for the freeze")

@@ -66,7 +66,7 @@ def test_a_coordinated_rollout_restarts_every_pod_without_a_rebalance(
     began = time.monotonic()
     # the CI pipeline's wait: `vigil rollout status` (helm upgrade --wait does not wait for OnDelete sets)
     waited = subprocess.run(
-        [sys.executable, "-m", "vigil_core.cli", "rollout", "status", s.name, "-n", s.namespace,
+        [sys.executable, "-m", "vigil_cli", "rollout", "status", s.name, "-n", s.namespace,
          "--timeout", str(REPLICAS * (STARTUP + 30)), "--kubeconfig", str(kube.kubeconfig)],
         capture_output=True, text=True, timeout=REPLICAS * (STARTUP + 30) + 30, check=False,
     )  # fmt: skip
@@ -136,7 +136,7 @@ def test_a_rollout_that_adds_a_topic_ends_with_one_deliberate_rebalance(
     kube.apps.patch_namespaced_stateful_set(s.name, s.namespace, patch,
                                             _content_type="application/strategic-merge-patch+json")  # fmt: skip
     waited = subprocess.run(
-        [sys.executable, "-m", "vigil_core.cli", "rollout", "status", s.name, "-n", s.namespace,
+        [sys.executable, "-m", "vigil_cli", "rollout", "status", s.name, "-n", s.namespace,
          "--timeout", str(replicas * (STARTUP + 30)), "--kubeconfig", str(kube.kubeconfig)],
         capture_output=True, text=True, timeout=replicas * (STARTUP + 30) + 30, check=False,
     )  # fmt: skip
@@ -179,7 +179,7 @@ def test_a_kip848_group_rolls_with_its_session_timeout_raised_and_restored(
     bumps = broker_lines(kafka, s.group, r"\[GroupId {g}\] Bumped group epoch to (\d+)")
     new_revision(kube, s)
     waited = subprocess.run(
-        [sys.executable, "-m", "vigil_core.cli", "rollout", "status", s.name, "-n", s.namespace,
+        [sys.executable, "-m", "vigil_cli", "rollout", "status", s.name, "-n", s.namespace,
          "--timeout", str(replicas * (STARTUP + 30)), "--kubeconfig", str(kube.kubeconfig)],
         capture_output=True, text=True, timeout=replicas * (STARTUP + 30) + 30, check=False,
     )  # fmt: skip
@@ -233,7 +233,7 @@ def test_pods_without_the_sidecar_are_re_rolled_to_get_it(
         spec = {"membership": "static", "restart": {"strategy": "Coordinated", "maxRestartSeconds": 60}}
         kube.apply(consumer_group(name, group, conn.bootstrap_servers, spec=spec), namespace)
         waited = subprocess.run(
-            [sys.executable, "-m", "vigil_core.cli", "rollout", "status", name, "-n", namespace, "--timeout", "150",
+            [sys.executable, "-m", "vigil_cli", "rollout", "status", name, "-n", namespace, "--timeout", "150",
              "--kubeconfig", str(kube.kubeconfig)],
             capture_output=True, text=True, timeout=180, check=False,
         )  # fmt: skip

@@ -11,11 +11,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from vigil_dev.testing.budget import Budget, create_lease, provision_budget
-from vigil_dev.testing.kube_fixtures import Kube
-from vigil_operator.k8s.api import KubeApi, KubeError
-from vigil_sidecar.budget import ledger as lg
-from vigil_sidecar.budget.lease_api import (
+from vigil_core.budget import ledger as lg
+from vigil_core.budget.lease_api import (
     BudgetPolicy,
     BudgetUnavailable,
     LeaseApi,
@@ -23,7 +20,10 @@ from vigil_sidecar.budget.lease_api import (
     request_permit,
     request_removal,
 )
-from vigil_sidecar.budget.ledger import Permit, Refusal
+from vigil_core.budget.ledger import Permit, Refusal
+from vigil_dev.testing.budget import Budget, create_lease, provision_budget
+from vigil_dev.testing.kube_fixtures import Kube
+from vigil_operator.k8s.api import KubeApi, KubeError
 
 pytestmark = pytest.mark.kube
 

@@ -25,6 +25,7 @@ from cryptography import x509
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from vigil_core.budget import ledger
 from vigil_dev import ports
 from vigil_dev.testing import chart
 from vigil_dev.testing.chart import Obj, Tools, find
@@ -36,7 +37,6 @@ from vigil_operator import crd
 from vigil_operator.domain.injection import INJECT_LABEL
 from vigil_operator.priority import POD_NAME_ENV
 from vigil_operator.settings import OperatorSettings
-from vigil_sidecar.budget import ledger
 from vigil_sidecar.metrics import Metrics
 from vigil_spark import cli as report_cli
 

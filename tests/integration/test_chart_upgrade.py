@@ -23,12 +23,12 @@ import pytest
 import yaml
 from kubernetes import client
 
+from vigil_core.crd import API_GROUP, PLURAL, VERSION
 from vigil_dev.testing import chart, chart_versions
 from vigil_dev.testing.chart import Obj, Tools
 from vigil_dev.testing.kube_fixtures import Kube, exists, install_crd, read_json
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator import crd
-from vigil_operator.domain.spec import API_GROUP, PLURAL, VERSION
 from vigil_operator.domain.status import Condition, ConditionType, ConsumerGroupStatus, MemberStatus, StalledMember
 from vigil_operator.k8s.api import KubeApi
 from vigil_spark.outputs import status as report_status
@@ -144,7 +144,7 @@ def status_managers(cr: Obj) -> set[str]:
 def vigil_crd_apply(kube: Kube) -> str:
     """The documented step, run as users run it: `vigil crd apply` (the current CLI, a separate process)."""
     done = subprocess.run(
-        [sys.executable, "-m", "vigil_core.cli", "crd", "apply", "--kubeconfig", str(kube.kubeconfig)],
+        [sys.executable, "-m", "vigil_cli", "crd", "apply", "--kubeconfig", str(kube.kubeconfig)],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr

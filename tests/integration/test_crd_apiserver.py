@@ -19,8 +19,9 @@ import yaml
 from hypothesis import given, settings
 from kubernetes.client.exceptions import ApiException
 
+from vigil_core.crd import API_GROUP, KIND, PLURAL, VERSION
 from vigil_dev.testing.kube_fixtures import Kube, install_crd
-from vigil_operator.domain.spec import API_GROUP, KIND, PLURAL, VERSION, parse_spec
+from vigil_operator.domain.spec import parse_spec
 from vigil_operator.domain.status import (
     Condition,
     ConditionType,

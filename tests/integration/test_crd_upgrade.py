@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from vigil_core.crd import API_GROUP, PLURAL, VERSION
 from vigil_dev.testing.kube_fixtures import Kube, install_crd
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator import crd
-from vigil_operator.domain.spec import API_GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.kube
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 def _vigil(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "vigil_core.cli", "dev", *args], capture_output=True, text=True, timeout=180, check=False
+        [sys.executable, "-m", "vigil_cli", "dev", *args], capture_output=True, text=True, timeout=180, check=False
     )
 
 

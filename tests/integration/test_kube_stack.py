@@ -6,6 +6,7 @@ import base64
 import ipaddress
 import json
 import re
+import subprocess
 import sys
 import time
 import urllib.request
@@ -20,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from vigil_dev import ports, procs
 from vigil_dev.kube import build, certs
+from vigil_dev.kube.controlplane import KubeCluster
 from vigil_dev.testing.images import IMAGE_UID, TESTAPPS
 from vigil_dev.testing.kube_fixtures import (
     Kube,
@@ -193,14 +195,18 @@ def statefulset(name: str, replicas: int) -> dict[str, Any]:
     }
 
 
+def ready_replicas(kube: Kube, namespace: str, name: str, count: int) -> None:
+    wait_for(
+        lambda: kube.apps.read_namespaced_stateful_set(name, namespace).status.ready_replicas,
+        lambda n: n == count,
+        timeout=bound(15),
+        what=f"StatefulSet {name}: {count} ready replica(s)",
+    )
+
+
 def test_statefulset_pods_run_as_containers_in_network_namespaces_of_their_own(kube: Kube, namespace: str) -> None:
     kube.apply(statefulset("web", 2), namespace)
-    wait_for(
-        lambda: kube.apps.read_namespaced_stateful_set("web", namespace).status.ready_replicas,
-        lambda n: n == 2,
-        timeout=bound(15),
-        what="StatefulSet web: 2 ready replicas",
-    )
+    ready_replicas(kube, namespace, "web", 2)
     ips = set()
     for name in ("web-0", "web-1"):
         pod = kube.pod(namespace, name)
@@ -262,6 +268,37 @@ def test_a_pod_reaches_the_apiserver_through_the_kubernetes_service_with_in_clus
     service = kube.core.read_namespaced_service("kubernetes", "default").spec
     assert (service.cluster_ip, [(p.name, p.port) for p in service.ports]) == (kube.cluster.network.service_ip,
                                                                                [("https", 443)])  # fmt: skip
+
+
+def test_stopping_another_stopped_stack_leaves_the_running_node_alone(
+    kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """`vigil dev down` of a stack that is not running (another checkout, a test's state dir) cleans only its own
+    traces. It once killed every process naming the node's short link, the running node's kubelet and every pod's
+    shim with them: an e2e run died mid-suite when a unit test ran `vigil dev down` on a saved, stopped stack."""
+    kube.apply(statefulset("keep", 1), namespace)
+    ready_replicas(kube, namespace, "keep", 1)
+    pod = kube.pod(namespace, "keep-0")
+    assert pod is not None
+    app = kube.container_pid(pod, "app")
+    kubelet = kube.cluster.process("kubelet").pid()
+    assert app is not None
+    assert kubelet is not None
+    ticks = (process_start_ticks(app), process_start_ticks(kubelet))
+
+    def services_chain() -> int:
+        done = subprocess.run(["iptables", "-t", "nat", "-S", "KUBE-SERVICES"], capture_output=True, check=False)
+        return done.returncode
+
+    assert services_chain() == 0
+    stopped = KubeCluster(tmp_path, kube.cluster.version, kube.cluster.ports, kube.cluster.binaries)
+    stopped.save()
+    assert stopped.stop() == []
+    assert process_alive(app)
+    assert process_alive(kubelet)
+    assert (process_start_ticks(app), process_start_ticks(kubelet)) == ticks  # the same processes, not restarted
+    assert services_chain() == 0  # kube-proxy's rules too: no `kube-proxy --cleanup` on the machine's behalf
+    assert kube.cluster.leftovers() != []  # the running node is still there to find
 
 
 def test_deleting_a_pod_stops_its_container_and_the_statefulset_recreates_it(kube: Kube, namespace: str) -> None:

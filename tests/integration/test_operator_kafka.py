@@ -17,12 +17,14 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from vigil_core.kafka.group_client import GroupClient
 from vigil_core.kafka.model import GroupState, GroupType
 from vigil_core.kafka.outcomes import Reaction
+from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import broker_log, clients, static_app
+from vigil_dev.testing.silent_broker import silent_broker
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator.brokers import Brokers
-from vigil_operator.domain.reconcile import GroupFacts, Observation, reconcile
+from vigil_operator.domain.reconcile import GroupFacts, Observation, Unreachable, reconcile
 from vigil_operator.domain.spec import parse_spec
 from vigil_operator.domain.status import ConditionType, ConsumerGroupStatus
 from vigil_operator.metrics import OperatorMetrics
@@ -37,6 +39,8 @@ BACK_WITHIN = 10.0
 """A released member's replacement (a new process joining) holds partitions within this long of its start."""
 NO_SIDECAR = "127.0.0.1:1"
 """The app's beacon address: no sidecar listens there, so only the operator's release can free the instance id."""
+CONNECT_TIMEOUT = 10.0
+"""The operator's request timeout (GroupClient's default): how long a connect to a broker that never answers waits."""
 
 
 @pytest.fixture
@@ -204,3 +208,33 @@ def test_the_operator_releases_a_dead_kip848_static_member_for_its_replacement(
                  timeout=15, what="the replacement's own release read back (epoch -2)")  # fmt: skip
     finally:
         app.stop(grace=5)
+
+
+def test_groups_on_a_silent_broker_cost_one_connect_timeout_then_the_cluster_is_held(
+    tmp_path: Path, brokers: Brokers
+) -> None:
+    """A real broker made silent (SIGSTOP: connections accepted by the kernel, nothing answered). Three groups' resyncs
+    ask it at once (queued on the cluster's one worker): the first connect waits out its timeout and fails, the two
+    behind it are answered from the hold without a connect of their own, and within the hold no resync connects."""
+    with silent_broker(tmp_path / "kafka-silent", "127.0.0.1") as silent:
+        assert silent.connections() == frozenset()
+        conn = KafkaConnection(bootstrap_servers=silent.bootstrap)
+
+        async def observe(*groups: str) -> list[GroupFacts | Unreachable]:
+            return list(await asyncio.gather(*(brokers.observe(conn, group) for group in groups)))
+
+        started = time.monotonic()
+        answers = asyncio.run(observe(*(clients.unique(f"silent-{i}") for i in range(3))))
+        took = time.monotonic() - started
+        assert [getattr(a, "reason", a) for a in answers] == ["BrokerUnreachable"] * 3
+        assert all(silent.bootstrap in a.message for a in answers if isinstance(a, Unreachable))
+        assert CONNECT_TIMEOUT - 1 <= took < 2 * CONNECT_TIMEOUT, f"{took:.1f} s: not one connect timeout"
+        connected = silent.connections()
+        assert connected, "the connect never reached the silent broker"
+
+        started = time.monotonic()
+        (held,) = asyncio.run(observe(clients.unique("silent-held")))
+        assert isinstance(held, Unreachable)
+        assert held.reason == "BrokerUnreachable"
+        assert time.monotonic() - started < 1, "a resync within the hold waited for the broker"
+        assert silent.connections() == connected, "a resync within the hold connected again"

@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 from vigil_core.kafka.group_client import GroupClient
 from vigil_core.kafka.model import TopicPartitionRef
 from vigil_core.kafka.security import ClientConfig, KafkaConnection
+from vigil_core.liveness import StallAction
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.waiting import bound, wait_for
@@ -33,7 +34,6 @@ from vigil_sidecar.watchdog.state import (
     DescribeResult,
     LookupCoordinator,
     Observation,
-    StallAction,
     Tick,
     WatchdogConfig,
     WatchdogState,

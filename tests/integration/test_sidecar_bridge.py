@@ -9,7 +9,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,107 +20,20 @@ from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients, static_app
+from vigil_dev.testing.bridged_group import HEARTBEAT, SESSION, BridgedGroup, bridging_sidecar
 from vigil_dev.testing.broker_log import broker_lines, generations
-from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
-from vigil_dev.testing.waiting import bound, wait_for
+from vigil_dev.testing.sidecar import RunningSidecar
+from vigil_dev.testing.waiting import bound, let_time_pass, wait_for
 
 pytestmark = pytest.mark.integration
 
-SESSION = 6.0
-HEARTBEAT = 1.0
-
-
-class Scenario:
-    """One static group: an in-process static member (joined first: the leader) and the static app next to its
-    own sidecar, as a real process."""
-
-    def __init__(self, kafka: KafkaCluster, tmp: Path, name: str, **sidecar_settings: str | float) -> None:
-        self.kafka = kafka
-        self.conn: KafkaConnection = kafka.connection()
-        self.tmp = tmp / name
-        self.tmp.mkdir()
-        self.topic = clients.create_topic(self.conn, clients.unique(f"bridge-{name}"), partitions=3)
-        self.group = clients.unique(f"g-bridge-{name}")
-        self.instance = f"{name}-app"
-        settings: dict[str, str | float] = {
-            "instance_id": self.instance,
-            "budget": "none",
-            "session_timeout_seconds": SESSION,
-            "heartbeat_interval_seconds": HEARTBEAT,
-            "stall_timeout_seconds": 8,
-            "check_interval_seconds": 1,
-            "events_topic": "",
-        }
-        self.sidecar = start_sidecar(self.conn, self.group, f"pod-{name}", self.tmp, **(settings | sidecar_settings))
-        self.other = clients.Member(
-            self.conn, self.group, [self.topic], f"{name}-other", extra={"group.instance.id": f"{name}-other"}
-        ).start()
-        self.max_poll_ms: int | None = None
-        self.app: procs.Managed | None = None
-
-    def start_app(self) -> None:
-        self.app = static_app.start(
-            self.conn, self.group, self.topic, self.instance, self.tmp,
-            beacon_addr=self.sidecar.beacon_addr, max_poll_interval_ms=self.max_poll_ms,
-        )  # fmt: skip
-
-    def app_log(self) -> str:
-        path = static_app.log_path(self.tmp, self.instance)
-        return path.read_text() if path.exists() else ""
-
-    def app_generation(self) -> int:
-        """The generation the app itself last reported (its log), -1 before it has one."""
-        found = re.findall(r"generation=(-?\d+) assigned=[1-9]", self.app_log())
-        return int(found[-1]) if found else -1
-
-    def app_member(self) -> str | None:
-        members = [m for m in clients.describe_group(self.conn, self.group).members if m.group_instance_id]
-        return next((m.member_id for m in members if m.group_instance_id == self.instance), None)
-
-    def joined(self) -> None:
-        """The other member first (the leader), then the app; both Stable, the sidecar holding and watching it."""
-        wait_for(lambda: clients.stable_members(self.conn, self.group), lambda n: n == 1, timeout=60,
-                 what=f"{self.group}: the other member Stable alone")  # fmt: skip
-        self.start_app()
-        wait_for(lambda: clients.stable_members(self.conn, self.group), lambda n: n == 2, timeout=60,
-                 what=f"{self.group}: 2 static members Stable")  # fmt: skip
-        member = self.app_member()
-        wait_for(
-            self.sidecar.status,
-            lambda s: (s.get("member") or {}).get("member_id") == member and s["app"]["helper_connections"] == 1,
-            timeout=30,
-            what=f"{self.group}: the sidecar holding the app's connection and proving its member {member}",
-        )
-        wait_for(self.app_generation, lambda g: g == max(generations(self.kafka, self.group), default=-2),
-                 timeout=10, what=f"{self.group}: the app reporting the group's generation")  # fmt: skip
-
-    def close(self) -> None:
-        if self.app is not None:
-            self.app.stop(grace=5)
-        self.other.close()
-        self.sidecar.stop()
-
-
-@pytest.fixture
-def scenarios(kafka: KafkaCluster, tmp_path: Path) -> Iterator[Callable[..., Scenario]]:
-    made: list[Scenario] = []
-
-    def make(name: str, **settings: str | float) -> Scenario:
-        scenario = Scenario(kafka, tmp_path, name, **settings)
-        made.append(scenario)
-        return scenario
-
-    yield make
-    for scenario in made:
-        scenario.close()
-
 
 def test_a_killed_static_app_restarted_after_two_session_timeouts_keeps_its_generation_only_when_bridged(
-    kafka: KafkaCluster, scenarios: Callable[..., Scenario]
+    kafka: KafkaCluster, bridged_groups: Callable[..., BridgedGroup]
 ) -> None:
     events_topic = clients.create_topic(kafka.connection(), clients.unique("vigil.events"), partitions=1)
-    bridged = scenarios("on", bridge_enabled="true", events_topic=events_topic)
-    stock = scenarios("off", bridge_enabled="false")
+    bridged = bridged_groups(kafka, "on", bridge_enabled="true", events_topic=events_topic)
+    stock = bridged_groups(kafka, "off", bridge_enabled="false")
     for s in (bridged, stock):
         s.joined()
     before = {s.group: generations(kafka, s.group)[-1] for s in (bridged, stock)}
@@ -134,8 +47,11 @@ def test_a_killed_static_app_restarted_after_two_session_timeouts_keeps_its_gene
     wait_for(lambda: generations(kafka, stock.group)[-1], lambda g: g > before[stock.group],
              timeout=bound(SESSION), what="the unbridged member expiring (a new generation)")  # fmt: skip
     assert stock.sidecar.metric("vigil_sidecar_app_ends_total") == 1  # the end was seen, not bridged
-    wait_for(lambda: time.monotonic() - killed_at, lambda t: t >= 2 * SESSION, timeout=2 * SESSION + 1,
-             what="two session timeouts after the kill", interval=0.5)  # fmt: skip
+    let_time_pass(
+        2 * SESSION,
+        since=killed_at,
+        why="two session timeouts after the kill: the app away that long, an unbridged member expired",
+    )
     # the bridged member is still there, under its old member id, in the same generation
     assert bridged.app_member() == old_member
     assert generations(kafka, bridged.group)[-1] == before[bridged.group]
@@ -184,12 +100,12 @@ def test_a_killed_static_app_restarted_after_two_session_timeouts_keeps_its_gene
 
 
 def test_a_stalled_but_alive_app_is_never_bridged_and_expires_as_stock(
-    kafka: KafkaCluster, scenarios: Callable[..., Scenario]
+    kafka: KafkaCluster, bridged_groups: Callable[..., BridgedGroup]
 ) -> None:
     """Silence is never proof: the app stops polling but lives (its helper connection stays open). The watchdog's
     alert path runs; no bridge starts; librdkafka gives the member up after max.poll.interval.ms and the coordinator
     rebalances, as without vigil."""
-    stalled = scenarios("stall", bridge_enabled="true", action="alert", stall_timeout_seconds=3,
+    stalled = bridged_groups(kafka, "stall", bridge_enabled="true", action="alert", stall_timeout_seconds=3,
                         max_poll_interval_seconds=8)  # fmt: skip
     stalled.max_poll_ms = 8000
     stalled.joined()
@@ -214,10 +130,10 @@ def test_a_stalled_but_alive_app_is_never_bridged_and_expires_as_stock(
 
 
 def test_a_bridge_gives_up_at_max_bridge_seconds_and_the_member_expires_with_one_rebalance(
-    kafka: KafkaCluster, scenarios: Callable[..., Scenario]
+    kafka: KafkaCluster, bridged_groups: Callable[..., BridgedGroup]
 ) -> None:
     deadline = 8.0
-    gone = scenarios("deadline", bridge_enabled="true", max_bridge_seconds=deadline)
+    gone = bridged_groups(kafka, "deadline", bridge_enabled="true", max_bridge_seconds=deadline)
     gone.joined()
     before = generations(kafka, gone.group)[-1]
     assert gone.app is not None
@@ -262,11 +178,11 @@ def _events(conn: KafkaConnection, topic: str, group: str, *, count: int) -> lis
 
 
 def test_sigterm_of_the_sidecar_ends_a_running_bridge_without_removing_the_member(
-    kafka: KafkaCluster, scenarios: Callable[..., Scenario]
+    kafka: KafkaCluster, bridged_groups: Callable[..., BridgedGroup]
 ) -> None:
     """The pod is going away: the bridge stops where it is (bridge-ended "stopped"), sends no Remove, and the
     member expires at its session timeout as it would have without vigil."""
-    going = scenarios("sigterm", bridge_enabled="true")
+    going = bridged_groups(kafka, "sigterm", bridge_enabled="true")
     going.joined()
     before = generations(kafka, going.group)[-1]
     old_member = going.app_member()
@@ -291,10 +207,9 @@ def _bridging_sidecar(
 ) -> RunningSidecar:
     """A sidecar bridging `instance_id` (heartbeat 1 s, at most 60 s), whose watchdog stays out of the way (stall
     timeout 60 s)."""
-    return start_sidecar(
-        kafka.connection(), group, pod, tmp, instance_id=instance_id, bridge_enabled="true", budget="none",
-        session_timeout_seconds=session, heartbeat_interval_seconds=HEARTBEAT, stall_timeout_seconds=60,
-        check_interval_seconds=1, max_bridge_seconds=60, events_topic="",
+    return bridging_sidecar(
+        kafka.connection(), group, pod, tmp, instance_id=instance_id, session_timeout_seconds=session,
+        stall_timeout_seconds=60, max_bridge_seconds=60,
     )  # fmt: skip
 
 
@@ -427,8 +342,11 @@ def test_a_stale_generation_stops_the_bridge_and_the_session_decides(
                      what=f"the restarted app in generation {moved}")  # fmt: skip
             # a session and two heartbeats after its return: still no rebalance
             since = time.monotonic()
-            wait_for(lambda: time.monotonic() - since, lambda t: t >= STALE_SESSION + 2, timeout=STALE_SESSION + 3,
-                     interval=0.5, what="a session timeout after the app's return")  # fmt: skip
+            let_time_pass(
+                STALE_SESSION + 2,
+                since=since,
+                why="a session and two heartbeats after the app's return: a ghost member would have expired by then",
+            )
             assert generations(kafka, group)[-1] == moved, "the app's return cost a rebalance"
         else:
             after = wait_for(lambda: generations(kafka, group), lambda g: g[-1] > moved, timeout=bound(STALE_SESSION),

@@ -15,32 +15,20 @@ Timings: session timeout 6 s, heartbeat 1 s (the app's, the in-process members' 
 
 import re
 import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
 import pytest
-from confluent_kafka import KafkaException
 
 from vigil_core.kafka import cgmd
-from vigil_core.kafka.security import KafkaConnection
-from vigil_dev import procs
 from vigil_dev.kafka.cluster import KafkaCluster
-from vigil_dev.testing import clients, static_app
+from vigil_dev.testing import clients
+from vigil_dev.testing.bridged_group import HEARTBEAT, SESSION, BridgedGroup, bridge
 from vigil_dev.testing.broker_log import stabilized
-from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
-from vigil_dev.testing.waiting import bound, wait_for
+from vigil_dev.testing.waiting import bound, let_time_pass, wait_for
 
 pytestmark = pytest.mark.integration
 
-SESSION = 6.0
-HEARTBEAT = 1.0
 EXPECTED_RETURN = 15.0
-
-
-def bridge(sidecar: RunningSidecar) -> dict[str, Any]:
-    """The sidecar's /v1/status `bridge` (the running one, else the last that ended), {} when none."""
-    return dict(sidecar.status().get("bridge") or {})
 
 
 def generation_of(member: clients.Member) -> int:
@@ -48,123 +36,16 @@ def generation_of(member: clients.Member) -> int:
     return meta.generation if meta else -1
 
 
-class Group:
-    """A static group of two: an in-process static member (joined first) and the static app next to its own sidecar
-    (bridge enabled), both real processes; later a third, in-process static member (the joiner)."""
-
-    def __init__(self, kafka: KafkaCluster, tmp: Path, name: str, **sidecar_settings: str | float) -> None:
-        self.kafka = kafka
-        self.conn: KafkaConnection = kafka.connection()
-        self.tmp = tmp / name
-        self.tmp.mkdir()
-        self.topic = clients.create_topic(self.conn, clients.unique(f"bridge-rb-{name}"), partitions=3)
-        self.group = clients.unique(f"g-bridge-rb-{name}")
-        self.instance = f"{name}-app"
-        settings: dict[str, str | float] = {
-            "instance_id": self.instance,
-            "bridge_enabled": "true",
-            "budget": "none",
-            "session_timeout_seconds": SESSION,
-            "heartbeat_interval_seconds": HEARTBEAT,
-            "stall_timeout_seconds": 8,
-            "check_interval_seconds": 1,
-            "events_topic": "",
-        }
-        merged = settings | sidecar_settings
-        self.sidecar = start_sidecar(self.conn, self.group, f"pod-{name}", self.tmp, env=None, **merged)
-        self.members = [self.member(f"{name}-other")]
-        self.app: procs.Managed | None = None
-
-    def member(self, instance: str) -> clients.Member:
-        return clients.Member(
-            self.conn, self.group, [self.topic], instance, extra={"group.instance.id": instance}
-        ).start()
-
-    def start_app(self) -> None:
-        self.app = static_app.start(
-            self.conn, self.group, self.topic, self.instance, self.tmp, beacon_addr=self.sidecar.beacon_addr
-        )
-
-    def app_generation(self) -> int:
-        """The generation the app itself last reported with an assignment (its log), -1 before it has one."""
-        path = static_app.log_path(self.tmp, self.instance)
-        found = re.findall(r"generation=(-?\d+) assigned=[1-9]", path.read_text() if path.exists() else "")
-        return int(found[-1]) if found else -1
-
-    def by_instance(self) -> dict[str | None, str]:
-        """Instance id → member id, as DescribeGroups has them now."""
-        return {m.group_instance_id: m.member_id for m in clients.describe_group(self.conn, self.group).members}
-
-    def stable(self) -> int:
-        return clients.stable_members(self.conn, self.group)
-
-    def stable_instances(self) -> set[str | None]:
-        """The members' instance ids while the group is Stable with every member assigned, else an empty set."""
-        try:
-            desc = clients.describe_group(self.conn, self.group)  # one view: the state and the members together
-        except KafkaException:
-            return set()
-        if str(desc.state).split(".")[-1].upper() != "STABLE":
-            return set()
-        if any(not m.assignment.topic_partitions for m in desc.members):
-            return set()
-        return {m.group_instance_id for m in desc.members}
-
-    def joined(self) -> tuple[int, str]:
-        """The other member first, then the app; both Stable, the sidecar holding the app's connection and proving
-        its member. Returns (the group's generation, the app's member id)."""
-        wait_for(self.stable, lambda n: n == 1, timeout=60, what=f"{self.group}: the other member Stable alone")
-        self.start_app()
-        wait_for(self.stable, lambda n: n == 2, timeout=60, what=f"{self.group}: 2 static members Stable")
-        member = self.by_instance()[self.instance]
-        wait_for(
-            self.sidecar.status,
-            lambda s: (s.get("member") or {}).get("member_id") == member and s["app"]["helper_connections"] == 1,
-            timeout=30,
-            what=f"{self.group}: the sidecar holding the app's connection and proving its member {member}",
-        )
-        generation = stabilized(self.kafka, self.group)[-1][0]
-        wait_for(self.app_generation, lambda g: g == generation, timeout=10,
-                 what=f"{self.group}: the app reporting the group's generation {generation}")  # fmt: skip
-        return generation, member
-
-    def kill_app_and_await_bridge(self, member: str) -> None:
-        assert self.app is not None
-        self.app.kill()  # SIGKILL: the helper's connection closes, the sidecar's proof
-        running = wait_for(lambda: bridge(self.sidecar), lambda b: b.get("heartbeats_sent", 0) >= 1,
-                           timeout=bound(HEARTBEAT), what=f"{self.group}: the bridge heartbeating")  # fmt: skip
-        assert running["state"] == "running", running
-        assert running["member_id"] == member, running
-        assert self.sidecar.metric('vigil_sidecar_bridges_started_total{proof="helper-connection-closed"}') == 1
-
-    def close(self) -> None:
-        if self.app is not None:
-            self.app.stop(grace=5)
-        for member in self.members:
-            member.close()
-        self.sidecar.stop()
-
-
-@pytest.fixture
-def groups(kafka: KafkaCluster, tmp_path: Path) -> Iterator[list[Group]]:
-    made: list[Group] = []
-    yield made
-    for group in made:
-        group.close()
-
-
 def test_remove_a_joiner_during_a_bridge_gets_a_stable_group_within_a_heartbeat_and_a_rebalance(
-    kafka: KafkaCluster, tmp_path: Path, groups: list[Group]
+    kafka: KafkaCluster, bridged_groups: Callable[..., BridgedGroup]
 ) -> None:
-    g = Group(kafka, tmp_path, "remove", on_foreign_rebalance="remove")
-    groups.append(g)
+    g = bridged_groups(kafka, "remove", on_foreign_rebalance="remove")
     before, old_member = g.joined()
     history = stabilized(kafka, g.group)
     g.kill_app_and_await_bridge(old_member)
 
     joining_at = time.monotonic()
     joiner = g.member("remove-joiner")
-    g.members.append(joiner)
     # the bridge's next heartbeat (≤ 1 interval) is answered REBALANCE_IN_PROGRESS and it removes the absent member
     # at once; the rebalance then needs the other member's rejoin (its own heartbeat) and the sync
     wait_for(g.stable_instances, lambda ids: ids == {"remove-other", "remove-joiner"}, timeout=bound(HEARTBEAT + 1),
@@ -193,16 +74,14 @@ def test_remove_a_joiner_during_a_bridge_gets_a_stable_group_within_a_heartbeat_
 
 
 def test_hold_the_app_restarted_inside_the_hold_joins_the_joiners_generation_and_the_bridge_ends_rejoined(
-    kafka: KafkaCluster, tmp_path: Path, groups: list[Group]
+    kafka: KafkaCluster, bridged_groups: Callable[..., BridgedGroup]
 ) -> None:
-    g = Group(kafka, tmp_path, "hold", on_foreign_rebalance="hold", expected_return_seconds=EXPECTED_RETURN)
-    groups.append(g)
+    g = bridged_groups(kafka, "hold", on_foreign_rebalance="hold", expected_return_seconds=EXPECTED_RETURN)
     before, old_member = g.joined()
     history = stabilized(kafka, g.group)
     g.kill_app_and_await_bridge(old_member)
 
     joiner = g.member("hold-joiner")
-    g.members.append(joiner)
     # the bridge saw the joiner's rebalance (REBALANCE_IN_PROGRESS) and holds: it keeps heartbeating, no Remove yet
     holding = wait_for(lambda: bridge(g.sidecar), lambda b: b.get("holding") is True, timeout=bound(2 * HEARTBEAT),
                        what=f"{g.group}: the bridge holding through the joiner's rebalance")  # fmt: skip
@@ -241,8 +120,11 @@ def test_hold_the_app_restarted_inside_the_hold_joins_the_joiners_generation_and
     # ... and none after it: a member kept as a ghost would expire one session timeout after its last heartbeat
     since = time.monotonic()  # after the bridge's end, so after its last heartbeat
     quiet = SESSION + 2 * HEARTBEAT
-    wait_for(lambda: time.monotonic() - since, lambda t: t >= quiet, timeout=quiet + 1,
-             what="a session timeout after the bridge's last heartbeat", interval=0.5)  # fmt: skip
+    let_time_pass(
+        quiet,
+        since=since,
+        why="a session after the bridge's last heartbeat: a member kept as a ghost would have expired",
+    )
     assert stabilized(kafka, g.group) == [*history, (before + 1, 3)], stabilized(kafka, g.group)
     assert g.stable() == 3
     assert g.by_instance() == members
@@ -260,20 +142,18 @@ def _logged_at(kafka: KafkaCluster, pattern: str) -> list[float]:
 
 
 def test_hold_keeps_an_eager_group_waiting_at_most_one_session_timeout(
-    kafka: KafkaCluster, tmp_path: Path, groups: list[Group]
+    kafka: KafkaCluster, bridged_groups: Callable[..., BridgedGroup]
 ) -> None:
     """Issue #23 point 10. `hold` with the app expected back in 60 s, and it never comes: while held, the joiner's
     eager rebalance waits in its join phase, every member revoked. The hold ends at most one session timeout after
     the bridge met the rebalance (what a dead member would have cost without vigil: it expires within its session),
     then the absent member is removed and the join completes. Before the fix the group waited the whole expected
     return (measured below, by the broker's own timestamps: rebalance begun → Stabilized)."""
-    g = Group(kafka, tmp_path, "holdcap", on_foreign_rebalance="hold", expected_return_seconds=HOLD_EXPECTED_RETURN,
-              max_bridge_seconds=90)  # fmt: skip
-    groups.append(g)
+    g = bridged_groups(kafka, "holdcap", on_foreign_rebalance="hold", expected_return_seconds=HOLD_EXPECTED_RETURN,
+                       max_bridge_seconds=90)  # fmt: skip
     before, old_member = g.joined()
     g.kill_app_and_await_bridge(old_member)
-    joiner = g.member("holdcap-joiner")
-    g.members.append(joiner)
+    g.member("holdcap-joiner")
     wait_for(lambda: bridge(g.sidecar), lambda b: b.get("holding") is True, timeout=bound(2 * HEARTBEAT),
              what=f"{g.group}: the bridge holding through the joiner's rebalance")  # fmt: skip
     wait_for(g.stable_instances, lambda ids: ids == {"holdcap-other", "holdcap-joiner"},

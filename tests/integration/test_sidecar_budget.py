@@ -2,7 +2,6 @@
 pre-create, a token limited to it) while watching a real consumer group: do no harm."""
 
 import re
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from vigil_core import events
+from vigil_core.budget import ledger
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.budget import Budget, provision_budget
@@ -18,7 +18,6 @@ from vigil_dev.testing.e2e import topic_events
 from vigil_dev.testing.kube_fixtures import Kube
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
-from vigil_sidecar.budget import ledger
 from vigil_sidecar.client import Consumer as BeaconingConsumer
 
 STALL = 6.0
@@ -89,6 +88,14 @@ EVICTED = 'vigil_sidecar_actions_total{action="leave-group",outcome="NONE"}'
 SYSTEMIC = 'vigil_sidecar_alerts_total{kind="budget-systemic-stall"}'
 
 
+def _stall_handled(sidecar: RunningSidecar) -> bool:
+    """The sidecar's watchdog has taken in the answer to its eviction (done, or refused for good: not a `settle` or
+    `budget` refusal, which it retries): the episode is over and nothing more is done for this silence, so /v1/status
+    names no member until the app polls again. The positive signal that the decision was taken, after which an
+    absence of eviction is one."""
+    return sidecar.status().get("member", "no answer") is None
+
+
 @pytest.mark.kube
 def test_one_stalled_member_gets_a_permit_and_is_evicted(
     kafka: KafkaCluster, watched_pods, group_budget: tuple[str, Budget]
@@ -112,7 +119,10 @@ def test_all_members_stalled_together_is_a_systemic_stall_and_no_one_is_evicted(
         member.paused_polling.set()  # e.g. their shared database is down: evicting would only add rebalances
     wait_for(lambda: sum(_metric(s, SYSTEMIC) for s, _ in pods), lambda n: n >= 1,
              timeout=bound(STALL + 3 * CHECK + 2.0), what="a systemic-stall refusal")  # fmt: skip
-    time.sleep(2 * CHECK)  # give any (wrong) eviction the time it would need to show
+    # every sidecar has decided (each a refusal, or an eviction: the wrong answer), however late its decision came
+    wait_for(lambda: [_stall_handled(s) for s, _ in pods], all, timeout=bound(STALL + 3 * CHECK + 2.0),
+             what="every sidecar's watchdog done with the stall")  # fmt: skip
+    assert [_metric(s, SYSTEMIC) >= 1 for s, _ in pods] == [True] * 3
     assert all(_metric(s, EVICTED) == 0 for s, _ in pods)
     assert group_budget[1].ledger().permits == ()
     group = group_budget[0]
@@ -149,7 +159,9 @@ def test_the_next_owner_stalling_on_a_handed_over_partition_is_a_poison_pill_not
                       timeout=bound(10.0), what="the next owner hanging on the same pill")[0]  # fmt: skip
     wait_for(lambda: _metric(second[0], POISONED), lambda n: n >= 1, timeout=bound(STALL + 3 * CHECK),
              what="the next owner's eviction refused as a poison pill")  # fmt: skip
-    time.sleep(2 * CHECK)  # give a (wrong) eviction the time it would need to show
+    wait_for(
+        lambda: _stall_handled(second[0]), timeout=bound(CHECK), what="the next owner's watchdog done with the stall"
+    )
     assert _metric(second[0], EVICTED) == 0
     assert second[1].member_id in {m.member_id for m in clients.describe_group(conn, group).members}
     assert [(m.topic, m.partition, m.offset) for m in budget.ledger().poison] == [(topic, 0, 5)]
@@ -176,10 +188,12 @@ def test_without_api_access_the_sidecar_only_alerts(kafka: KafkaCluster, tmp_pat
     try:
         wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 2, timeout=60, what="2 members stable")
         assert '"budget": "unavailable (no-api): alert only"' in sidecar.get("/v1/status")[1]
+        wait_for(lambda: sidecar.status().get("member"), timeout=30, what="the sidecar proving its member")
         members[0].paused_polling.set()
         refused = 'vigil_sidecar_alerts_total{kind="budget-no-api"}'  # the cause as itself: no token mounted
         wait_for(lambda: _metric(sidecar, refused), lambda n: n >= 1, timeout=bound(STALL + 2 * CHECK),
                  what="the refusal for lack of API access")  # fmt: skip
+        wait_for(lambda: _stall_handled(sidecar), timeout=bound(CHECK), what="the watchdog done with the stall")
         assert _metric(sidecar, EVICTED) == 0
         assert len(clients.describe_group(conn, group).members) == 2
     finally:

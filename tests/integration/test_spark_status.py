@@ -16,11 +16,11 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from pyspark.sql import SparkSession
 
+from vigil_core.crd import API_GROUP, KIND, PLURAL, VERSION
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import broker_log, clients
 from vigil_dev.testing.kube_fixtures import Kube, install_crd
 from vigil_dev.testing.waiting import wait_for
-from vigil_operator.domain.spec import API_GROUP, KIND, PLURAL, VERSION
 from vigil_spark import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kube]

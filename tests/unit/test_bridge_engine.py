@@ -15,10 +15,8 @@ from typing import Any
 import pytest
 
 from vigil_core import events
-from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView
-from vigil_core.kafka.outcomes import Api, classify, code_of
-from vigil_sidecar.bridge import engine
-from vigil_sidecar.bridge.engine import (
+from vigil_core.bridge import engine
+from vigil_core.bridge.engine import (
     Action,
     AppEnded,
     BridgeConfig,
@@ -43,6 +41,8 @@ from vigil_sidecar.bridge.engine import (
     start,
     step,
 )
+from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView
+from vigil_core.kafka.outcomes import Api, classify, code_of
 
 T0 = 1_763_700_000.0
 CFG = BridgeConfig(heartbeat_interval=1.0, max_bridge_seconds=30.0)
@@ -678,6 +678,7 @@ _ALLOWED = {
     "typing",
     "vigil_core.kafka.model",
     "vigil_core.kafka.outcomes",
+    "vigil_core.liveness",
 }
 
 

@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView
-from vigil_core.kafka.outcomes import Api, classify, code_of
-from vigil_sidecar.bridge.engine import (
+from vigil_core.bridge.engine import (
     PROOFS,
     Action,
     AppEnded,
@@ -43,6 +41,8 @@ from vigil_sidecar.bridge.engine import (
     start,
     step,
 )
+from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView
+from vigil_core.kafka.outcomes import Api, classify, code_of
 
 T0 = 1_763_700_000.0
 ME = Member("m-1", 7, "pod-0")

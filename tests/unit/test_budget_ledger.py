@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vigil_sidecar.budget import ledger as lg
-from vigil_sidecar.budget.ledger import Entry, Ledger, Permit, PermitRecord, Refusal
-from vigil_sidecar.budget.poison import Handoff, PoisonMark
+from vigil_core.budget import ledger as lg
+from vigil_core.budget.ledger import Entry, Ledger, Permit, PermitRecord, Refusal
+from vigil_core.budget.poison import Handoff, PoisonMark
 
 NOW = 1_763_700_000.0
 STALL = 30.0  # half of it, 15 s, is the "stalled" mark

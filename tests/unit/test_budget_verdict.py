@@ -5,10 +5,10 @@ import typing
 
 import pytest
 
+from vigil_core.budget import ledger as lg
+from vigil_core.budget import verdict
+from vigil_core.budget.lease_api import BudgetUnavailable, UnavailableCause
 from vigil_core.kafka.outcomes import Api, Reaction
-from vigil_sidecar.budget import ledger as lg
-from vigil_sidecar.budget import verdict
-from vigil_sidecar.budget.lease_api import BudgetUnavailable, UnavailableCause
 
 COUNT = lg.Count(stalled=1, members=3)
 

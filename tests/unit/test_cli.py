@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from vigil_core import cli
+from vigil_cli import cli
 
 
 def test_pending_subcommand_names_its_issue_and_exits_2(
@@ -48,7 +48,7 @@ class NotInstalled(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
         return None
 sys.meta_path.insert(0, NotInstalled())
-from vigil_core.cli import main
+from vigil_cli.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -97,7 +97,7 @@ def test_the_operator_reads_its_own_settings_and_ignores_service_link_variables(
 NO_DEV = """
 import sys
 sys.modules["vigil_dev"] = None  # an image: kafka-vigil without the development distribution
-from vigil_core.cli import main
+from vigil_cli.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -111,3 +111,18 @@ def test_without_a_development_checkout_dev_and_demo_say_so_in_one_line(argv: li
         f"vigil {argv[0]}: needs a development checkout of vigil (make setup installs vigil_dev); "
         "this installation has only the shipped packages"
     ]
+
+
+def test_the_development_distribution_registers_each_plugin_command() -> None:
+    """`vigil dev` and `vigil demo` are entry points of vigil_dev's distribution (no shipped package imports it):
+    dev/pyproject.toml registers exactly the commands the CLI lists, each a `main(argv) -> int` that exists."""
+    import importlib
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "dev" / "pyproject.toml").read_text())["project"]
+    registered = project["entry-points"][cli.PLUGIN_GROUP]
+    assert set(registered) == set(cli.PLUGINS)
+    for target in registered.values():
+        module, _, name = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), name))

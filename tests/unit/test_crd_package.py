@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vigil_core import cli
+from vigil_cli import cli
 from vigil_operator import crd
 
 ROOT = Path(__file__).resolve().parents[2]

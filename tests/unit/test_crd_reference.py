@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from vigil_core import cli
+from vigil_cli import cli
 from vigil_operator import crd_reference
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,12 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, TypeAdapter
 
-from vigil_core import rules
+from vigil_core import crd, liveness, rules
 from vigil_core.kafka.security import Mechanism, Protocol
+from vigil_core.liveness import StallAction
 from vigil_operator.domain import spec as spec_model
 from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, impossible, parse_spec
 from vigil_operator.domain.status import RFC3339_PATTERN, ConsumerGroupStatus
-from vigil_sidecar.watchdog.state import StallAction
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "crds" / "consumergroups.vigil.dev.yaml"
@@ -147,7 +147,7 @@ OPTIONAL_PARTS: dict[str, st.SearchStrategy[Any]] = {
     "liveness": st.fixed_dictionaries(
         {},
         optional={
-            "signal": values(spec_model.Signal),
+            "signal": values(liveness.Signal),
             "stallTimeoutSeconds": st.sampled_from([1, 2.5, 60, 86400]),
             "action": values(StallAction),
             "cooldownSeconds": st.sampled_from([1, 600.5, 86400]),
@@ -158,7 +158,7 @@ OPTIONAL_PARTS: dict[str, st.SearchStrategy[Any]] = {
                 optional={
                     "enabled": st.booleans(),
                     "maxBridgeSeconds": st.sampled_from([0.1, 120, 3600]),
-                    "onForeignRebalance": values(spec_model.ForeignRebalance),
+                    "onForeignRebalance": values(liveness.ForeignRebalance),
                 },
             ),
         },
@@ -308,15 +308,13 @@ def differences(crd: Any, model: Any, path: str = "") -> list[str]:
 # -- the tests ----------------------------------------------------------------------------------------------
 
 
-def test_crd_identity_matches_the_models_constants() -> None:
+def test_crd_identity_matches_core_constants() -> None:
     names = CRD["spec"]["names"]
-    assert CRD["metadata"]["name"] == f"{spec_model.PLURAL}.{spec_model.API_GROUP}"
-    assert (CRD["spec"]["group"], CRD["spec"]["scope"]) == (spec_model.API_GROUP, "Namespaced")
-    assert (names["kind"], names["plural"], names["singular"]) == (spec_model.KIND, spec_model.PLURAL, "consumergroup")
-    assert (names["shortNames"], names["categories"]) == ([spec_model.SHORT_NAME], ["vigil"])
-    assert [(v["name"], v["served"], v["storage"]) for v in CRD["spec"]["versions"]] == [
-        (spec_model.VERSION, True, True)
-    ]
+    assert CRD["metadata"]["name"] == f"{crd.PLURAL}.{crd.API_GROUP}"
+    assert (CRD["spec"]["group"], CRD["spec"]["scope"]) == (crd.API_GROUP, "Namespaced")
+    assert (names["kind"], names["plural"], names["singular"]) == (crd.KIND, crd.PLURAL, "consumergroup")
+    assert (names["shortNames"], names["categories"]) == ([crd.SHORT_NAME], ["vigil"])
+    assert [(v["name"], v["served"], v["storage"]) for v in CRD["spec"]["versions"]] == [(crd.VERSION, True, True)]
     assert VERSION["subresources"] == {"status": {}}
 
 
@@ -393,21 +391,21 @@ def test_printer_columns_are_the_documented_ones() -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_every_example_parses(path: Path) -> None:
     cr = yaml.safe_load(path.read_text())
-    assert (cr["apiVersion"], cr["kind"]) == (f"{spec_model.API_GROUP}/{spec_model.VERSION}", spec_model.KIND)
+    assert (cr["apiVersion"], cr["kind"]) == (f"{crd.API_GROUP}/{crd.VERSION}", crd.KIND)
     assert problems(cr["spec"]) == []
     parse_spec(cr["spec"])
 
 
 def test_the_examples_cover_the_documented_shapes() -> None:
     parsed = [parse_spec(yaml.safe_load(p.read_text())["spec"]) for p in EXAMPLES]
-    assert any(s.workload.kind is spec_model.WorkloadKind.DEPLOYMENT and s.liveness.signal is spec_model.Signal.BEACON
+    assert any(s.workload.kind is spec_model.WorkloadKind.DEPLOYMENT and s.liveness.signal is liveness.Signal.BEACON
                and s.liveness.effective_action is StallAction.LEAVE_GROUP for s in parsed)  # fmt: skip
     assert any(s.membership is spec_model.Membership.STATIC and s.client.session_timeout_ms
                and s.restart.strategy is spec_model.RestartStrategy.COORDINATED and s.liveness.bridge.enabled
                for s in parsed)  # fmt: skip
     assert any(s.kafka.security_protocol is Protocol.SASL_SSL and s.kafka.sasl and s.kafka.sasl.username_secret_ref
                for s in parsed)  # fmt: skip
-    assert any(s.workload.selector and s.liveness.signal is spec_model.Signal.PROGRESS
+    assert any(s.workload.selector and s.liveness.signal is liveness.Signal.PROGRESS
                and s.liveness.effective_action is StallAction.ALERT for s in parsed)  # fmt: skip
 
 

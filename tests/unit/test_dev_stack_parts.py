@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from vigil_core import cli
+from vigil_cli import cli
 from vigil_dev.kube.controlplane import KubeCluster, KubePorts
 
 PORTS = KubePorts(etcd=1, etcd_peer=2, apiserver=3, controller_manager=4, scheduler=5, kubelet=6, kubelet_healthz=7,

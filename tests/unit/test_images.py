@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vigil_core import cli
+from vigil_cli import cli
 from vigil_core.version import VERSION
 from vigil_dev.images import plan, runc, spec
 from vigil_operator.domain.injection import InjectionConfig

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from vigil_core.budget.ledger import lease_name
 from vigil_core.kafka.security import KafkaConnection, Mechanism, Protocol
+from vigil_core.liveness import StallAction
 from vigil_core.version import VERSION
 from vigil_dev.testing import pod_env as kubelet
 from vigil_dev.testing.pod_env import Context
@@ -19,9 +21,7 @@ from vigil_operator.domain import injection
 from vigil_operator.domain.injection import Decision, InjectionConfig, inject, native_sidecars_supported
 from vigil_operator.domain.spec import ConsumerGroupSpec, parse_spec
 from vigil_sidecar import config
-from vigil_sidecar.budget.ledger import lease_name
 from vigil_sidecar.config import SidecarSettings
-from vigil_sidecar.watchdog.state import StallAction
 
 CFG = InjectionConfig(operator_namespace="vigil-system")
 NS = "shop"

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from vigil_core.errors import ConfigError
 from vigil_core.kafka.security import KafkaConnection
+from vigil_core.liveness import StallAction
 from vigil_dev.testing import pod_env as kubelet
 from vigil_dev.testing.pod_env import Context
 from vigil_operator.domain import injection
@@ -26,7 +27,6 @@ from vigil_operator.domain.injection import InjectionConfig, inject
 from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, parse_spec
 from vigil_sidecar import config
 from vigil_sidecar.config import SidecarSettings
-from vigil_sidecar.watchdog.state import StallAction
 
 CFG = InjectionConfig(operator_namespace="vigil-system")
 POD_IP = "127.20.0.9"

@@ -181,3 +181,26 @@ def test_what_the_machine_lacks_is_one_line_naming_it_and_how_to_get_it(
 )
 def test_an_image_reference_is_named_as_containerd_holds_it(ref: str, held_as: str) -> None:
     assert agent.normalized(ref) == held_as
+
+
+# -- whose processes a cleanup may kill (host.process_markers) -----------------------------------------------------
+
+NODE_HOME = Path("/srv/runs/a/kube/node")
+
+
+@pytest.mark.parametrize(
+    ("home", "link", "counts_link"),
+    [
+        (NODE_HOME, NODE_HOME, True),  # the link is this node's: its shims name only the link
+        (NODE_HOME.parent, NODE_HOME, True),  # the stack's directory, above the node's
+        (NODE_HOME, None, False),  # no link: nobody's shims through it
+        (NODE_HOME, Path("/srv/runs/b/kube/node"), False),  # another run's node holds the machine: never its pids
+        (Path("/srv/runs/a/kube/no"), NODE_HOME, False),  # a path that is only a prefix of the text is not above
+    ],
+)
+def test_a_cleanup_counts_the_short_links_processes_only_while_the_link_is_its_own(
+    home: Path, link: Path | None, counts_link: bool
+) -> None:
+    markers = host.process_markers(home, link)
+    assert str(home) in markers
+    assert (str(layout.SHORT_PATH) in markers) is counts_link

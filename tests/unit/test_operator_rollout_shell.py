@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from vigil_core.bridge import engine as bridge
 from vigil_core.kafka.group_client import GroupClientError, GroupTimings
 from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView
 from vigil_core.kafka.outcomes import Api, classify
@@ -23,7 +24,6 @@ from vigil_operator.metrics import OperatorMetrics
 from vigil_operator.rollouts import Rollouts
 from vigil_operator.shells import rollout as shell
 from vigil_operator.shells.events import Emitter
-from vigil_sidecar.bridge import engine as bridge
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 OLD, NEW = "orders-aaa", "orders-bbb"

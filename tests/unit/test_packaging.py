@@ -25,7 +25,8 @@ def test_no_init_py_where_it_would_shadow_or_package_tests(folder: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "package", ["vigil_core", "vigil_sidecar", "vigil_operator", "vigil_spark", "vigil_dev", "vigil_testapps"]
+    "package",
+    ["vigil_core", "vigil_sidecar", "vigil_operator", "vigil_spark", "vigil_cli", "vigil_dev", "vigil_testapps"],
 )
 def test_import_names_resolve_to_their_folders(package: str) -> None:
     module = importlib.import_module(package)
@@ -33,7 +34,7 @@ def test_import_names_resolve_to_their_folders(package: str) -> None:
     assert Path(module.__file__).resolve().is_relative_to(ROOT)
 
 
-SHIPPED = {"vigil_core", "vigil_sidecar", "vigil_operator", "vigil_spark"}
+SHIPPED = {"vigil_core", "vigil_sidecar", "vigil_operator", "vigil_spark", "vigil_cli"}
 
 
 def test_the_kafka_vigil_wheel_finds_only_the_shipped_packages() -> None:

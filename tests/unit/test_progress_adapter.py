@@ -6,12 +6,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vigil_core.kafka.model import MemberView, TopicPartitionRef
+from vigil_core.liveness import StallAction
 from vigil_sidecar.signals.progress import compact, infer_paused
 from vigil_sidecar.signals.progress_adapter import AdapterState, NoCommits, adapt
 from vigil_sidecar.watchdog import progress_rules as pr
 from vigil_sidecar.watchdog.decide import decide
 from vigil_sidecar.watchdog.progress_rules import GroupFacts, MemberProgress, PartitionFacts, ProgressStatus, Sample
-from vigil_sidecar.watchdog.state import Beacon, StallAction, WatchdogConfig, WatchdogState
+from vigil_sidecar.watchdog.state import Beacon, WatchdogConfig, WatchdogState
 
 A, B = TopicPartitionRef("orders", 0), TopicPartitionRef("orders", 1)
 MEMBER = MemberView("m-1", "pod-0", "pod-0", "/10.0.0.1", (A, B))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vigil_core import cli as core_cli
+from vigil_cli import cli as core_cli
 from vigil_spark import cli
 from vigil_spark.ingest import stream
 
@@ -25,7 +25,7 @@ def test_unreachable_bootstrap_exits_1_with_one_line(tmp_path: Path) -> None:
     bootstrap = f"127.0.0.1:{closed_port()}"
     env = {"VIGIL_KAFKA_BOOTSTRAP_SERVERS": bootstrap, "PATH": "/usr/bin:/bin"}
     done = subprocess.run(
-        [sys.executable, "-m", "vigil_core.cli", "report", "--out", str(tmp_path / "out"), "--connect-timeout", "2"],
+        [sys.executable, "-m", "vigil_cli", "report", "--out", str(tmp_path / "out"), "--connect-timeout", "2"],
         env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 1

@@ -20,14 +20,14 @@ import pytest
 from pydantic import BaseModel
 
 from vigil_core import events as ev
+from vigil_core.bridge import engine as bridge
+from vigil_core.budget import ledger
 from vigil_core.errors import ConfigError
 from vigil_dev.testing import pod_env as kubelet
 from vigil_dev.testing import sidecar_compat
 from vigil_operator.domain import stalls
 from vigil_operator.rollouts import Rollouts, StepRefusedError
 from vigil_sidecar import config, server
-from vigil_sidecar.bridge import engine as bridge
-from vigil_sidecar.budget import ledger
 from vigil_sidecar.metrics import Metrics
 from vigil_sidecar.runtime import Sidecar
 

@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
+from vigil_core.bridge.engine import BridgeConfig
 from vigil_core.errors import ConfigError
+from vigil_core.liveness import StallAction
 from vigil_sidecar import config
-from vigil_sidecar.bridge.engine import BridgeConfig
-from vigil_sidecar.watchdog.state import StallAction
 
 BASE = {"VIGIL_GROUP_ID": "orders", "VIGIL_POD_NAME": "orders-0", "VIGIL_KAFKA_BOOTSTRAP_SERVERS": "k:9092"}
 

@@ -11,6 +11,7 @@ import pytest
 
 from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView, TopicPartitionRef
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify, code_of
+from vigil_core.liveness import StallAction
 from vigil_sidecar.watchdog import decide as wd
 from vigil_sidecar.watchdog.state import (
     Action,
@@ -25,7 +26,6 @@ from vigil_sidecar.watchdog.state import (
     LookupCoordinator,
     Observation,
     Restart,
-    StallAction,
     Tick,
     Wait,
     WatchdogConfig,

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView, TopicPartitionRef
 from vigil_core.kafka.outcomes import Api, classify, code_of
+from vigil_core.liveness import StallAction
 from vigil_sidecar.watchdog.decide import decide
 from vigil_sidecar.watchdog.state import (
     Action,
@@ -35,7 +36,6 @@ from vigil_sidecar.watchdog.state import (
     LookupCoordinator,
     Observation,
     Restart,
-    StallAction,
     Tick,
     Wait,
     WatchdogConfig,

@@ -8,6 +8,7 @@ and transport failures are retried with backoff, everything else is returned to 
 """
 
 import dataclasses
+import random
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -78,15 +79,24 @@ class GroupClient:
         max_attempts: int = 6,
         request_timeout: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
+        jitter: random.Random | None = None,
+        transport: tuple[AdminClient, wire.GroupWire] | None = None,
     ) -> None:
         """`request_timeout` bounds each request (seconds); the bridge keeps it below its heartbeat interval so a
-        request to a coordinator that went away cannot outlast the member's session."""
-        self._admin = AdminClient(connection.confluent_config() | {"client.id": client_id, "log_level": 3})
-        self._wire = wire.GroupWire(connection, client_id, request_timeout)
+        request to a coordinator that went away cannot outlast the member's session. `jitter` draws the retry waits
+        (`retry.jittered`; seeded from the OS by default, so no two clients retry in lockstep). `transport`, the
+        (AdminClient, GroupWire) pair, is made from `connection` unless given (a unit test's fake)."""
+        if transport is None:
+            transport = (
+                AdminClient(connection.confluent_config() | {"client.id": client_id, "log_level": 3}),
+                wire.GroupWire(connection, client_id, request_timeout),
+            )
+        self._admin, self._wire = transport
         self._timeout = request_timeout
         self._coordinators: dict[str, int] = {}
         self._max_attempts = max_attempts
         self._sleep = sleep
+        self._jitter = jitter if jitter is not None else random.Random()  # noqa: S311 - pacing, not secrecy
 
     def close(self) -> None:
         self._wire.close()
@@ -106,7 +116,7 @@ class GroupClient:
                 return found.node_id
             if not _retry(outcome):
                 break
-            self._sleep(retry.backoff(attempt))
+            self._sleep(retry.jittered(attempt, self._jitter.random()))
         raise GroupClientError(outcome, f"FindCoordinator for group {group_id!r}")
 
     def connect(self, group_id: str) -> None:
@@ -126,7 +136,7 @@ class GroupClient:
                 self.forget_coordinator(group_id)
             if not _retry(outcome) or attempt + 1 == self._max_attempts:
                 return outcome
-            self._sleep(retry.backoff(attempt))
+            self._sleep(retry.jittered(attempt, self._jitter.random()))
         return outcome
 
     # -- describe -----------------------------------------------------------------------------------------
@@ -404,7 +414,7 @@ class GroupClient:
                 outcome = classify(api, _kafka_code(exc))
                 if not _retry(outcome) or attempt + 1 == self._max_attempts:
                     raise GroupClientError(outcome, context) from exc
-            self._sleep(retry.backoff(attempt))
+            self._sleep(retry.jittered(attempt, self._jitter.random()))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
 

@@ -38,7 +38,7 @@ Progress = Callable[[str], None]
 REPO = Path(__file__).resolve().parents[3]
 LOCKS = REPO / "images"
 #: The wheel's inputs: what setuptools reads to build kafka-vigil (tracked and untracked-not-ignored files).
-VIGIL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "core", "sidecar", "operator", "spark")
+VIGIL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "core", "sidecar", "operator", "spark", "cli")
 TESTAPPS_SOURCES = ("dev/testapps",)
 #: Host pip settings that would change where wheels come from; dropped (the hashes decide what is accepted anyway).
 _HOST_PIP_DROPPED = ("PIP_FIND_LINKS", "PIP_CONSTRAINT", "PIP_NO_BINARY", "PIP_ONLY_BINARY", "PIP_REQUIRE_VIRTUALENV")

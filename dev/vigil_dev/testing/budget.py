@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vigil_core.budget import ledger as lg
+from vigil_core.budget.lease_api import BudgetUnavailable, LeaseApi
 from vigil_dev.testing.kube_fixtures import Kube
 from vigil_dev.testing.waiting import wait_for
-from vigil_sidecar.budget import ledger as lg
-from vigil_sidecar.budget.lease_api import BudgetUnavailable, LeaseApi
 
 ACCOUNT = "vigil-sidecar"
 

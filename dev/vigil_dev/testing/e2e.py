@@ -2,11 +2,8 @@
 they read back what the operator wrote (status, conditions, Events). Fixtures are in tests/e2e/conftest.py."""
 
 import copy
-import socket
 import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -203,29 +200,3 @@ class Producing:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
-
-
-@contextmanager
-def silent_broker(host: str) -> Iterator[tuple[str, threading.Event]]:
-    """A port on `host` (the node IP, so the operator's pod reaches it) that accepts connections and never answers
-    (a broker hung or behind a black hole): every request to it waits out the timeout. Yields its address and an
-    event set at each connection accepted."""
-    server = socket.create_server((host, 0))
-    accepted = threading.Event()
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                return
-            accepted.set()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"{host}:{server.getsockname()[1]}", accepted
-    finally:
-        server.close()
-        for conn in held:
-            conn.close()

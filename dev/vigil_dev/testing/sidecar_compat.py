@@ -17,13 +17,14 @@ from typing import Any, Final
 
 import yaml  # type: ignore[import-untyped]
 
+from vigil_core import sidecar_contract as contract
+from vigil_core.bridge import engine as bridge
+from vigil_core.budget import ledger
 from vigil_core.kafka.model import MemberView
 from vigil_operator.domain import injection
 from vigil_operator.domain.spec import parse_spec
 from vigil_operator.rollouts import Rollouts
 from vigil_sidecar import config
-from vigil_sidecar.bridge import engine as bridge
-from vigil_sidecar.budget import ledger
 from vigil_sidecar.metrics import Metrics
 from vigil_sidecar.runtime import Sidecar
 from vigil_sidecar.signals.beacon import parse_beacon
@@ -114,7 +115,7 @@ def injected() -> dict[str, Any]:
         group = yaml.safe_load(path.read_text())
         name = group["metadata"]["name"]
         groups[path.stem] = {"name": name, "spec": group["spec"], "pod": injected_pod(name, group["spec"])}
-    paths = {"livez": injection.LIVEZ_PATH, "app_probe": injection.APP_PROBE_PATH, "beacon": injection.BEACON_PATH}
+    paths = {"livez": contract.LIVEZ_PATH, "app_probe": contract.APP_PROBE_PATH, "beacon": contract.BEACON_PATH}
     return {"paths": paths, "groups": groups}
 
 

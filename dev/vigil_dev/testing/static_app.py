@@ -4,8 +4,8 @@ import sys
 from pathlib import Path
 
 from vigil_core.kafka.security import KafkaConnection
+from vigil_core.sidecar_contract import BEACON_ADDR_ENV
 from vigil_dev import procs
-from vigil_sidecar.client.consumer import BEACON_ADDR_ENV
 
 
 def start(

@@ -24,13 +24,25 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from vigil_core import rules
+from vigil_core.budget.ledger import lease_name
 from vigil_core.kafka.security import ENV_PREFIX as KAFKA_PREFIX
 from vigil_core.kafka.security import Protocol
+from vigil_core.liveness import Signal, StallAction
+from vigil_core.sidecar_contract import (
+    APP_PROBE_PATH,
+    BEACON_ADDR_ENV,
+    BEACON_PATH,
+    BEACON_URL_ENV,
+    DEFAULT_BEACON_PORT,
+    DEFAULT_HEALTH_PORT,
+    ENV_PREFIX,
+    LIVEZ_PATH,
+    NO_BROKER_LIMITS,
+    POD_IP_ENV,
+    env_var,
+)
 from vigil_core.version import VERSION
-from vigil_operator.domain.spec import ConsumerGroupSpec, Kafka, Membership, SecretKeyRef, SidecarMode, Signal
-from vigil_sidecar.budget.ledger import lease_name
-from vigil_sidecar.config import ENV_PREFIX, NO_BROKER_LIMITS
-from vigil_sidecar.watchdog.state import StallAction
+from vigil_operator.domain.spec import ConsumerGroupSpec, Kafka, Membership, SecretKeyRef, SidecarMode
 
 INJECT_LABEL: Final = "vigil.dev/inject"
 GROUP_ANNOTATION: Final = "vigil.dev/consumer-group"
@@ -40,14 +52,9 @@ SYSTEM_NAMESPACES: Final = frozenset({"kube-system"})
 
 INSTANCE_ID_ENV: Final = "KAFKA_GROUP_INSTANCE_ID"
 CLIENT_ID_ENV: Final = "KAFKA_CLIENT_ID"
-POD_IP_ENV: Final = f"{ENV_PREFIX}POD_IP"
-"""Not a sidecar setting: the one helper variable other values expand (`$(VIGIL_POD_IP)`)."""
-POD_NAME_ENV: Final = f"{ENV_PREFIX}POD_NAME"
-NAMESPACE_ENV: Final = f"{ENV_PREFIX}NAMESPACE"
+POD_NAME_ENV: Final = env_var("pod_name")
+NAMESPACE_ENV: Final = env_var("namespace")
 
-LIVEZ_PATH: Final = "/livez"
-APP_PROBE_PATH: Final = "/v1/probe/app"
-BEACON_PATH: Final = "/v1/beacon"
 APP_PROBE_PERIOD: Final = 10
 SECRET_VOLUME_PREFIX: Final = "vigil-kafka-"  # noqa: S105 - a volume name, not a secret
 
@@ -76,8 +83,8 @@ class InjectionConfig:
     operator_namespace: str
     sidecar_image: str = f"vigil-sidecar:{VERSION}"
     sidecar_resources: Mapping[str, Mapping[str, int | str]] = field(default_factory=_default_resources)
-    beacon_port: int = 7390
-    health_port: int = 7391
+    beacon_port: int = DEFAULT_BEACON_PORT
+    health_port: int = DEFAULT_HEALTH_PORT
     events_topic: str = "vigil.events"
     secret_mount_root: str = "/etc/vigil/kafka"  # noqa: S105 - a path
     sidecar_restart_seconds: float = 30.0
@@ -252,8 +259,8 @@ def _app_env(cfg: InjectionConfig) -> list[Obj]:
     addr = f"$({POD_IP_ENV}):{cfg.beacon_port}"
     return [
         _field_ref(POD_IP_ENV, "status.podIP"),
-        _var(f"{ENV_PREFIX}BEACON_ADDR", addr),
-        _var(f"{ENV_PREFIX}BEACON_URL", f"http://{addr}{BEACON_PATH}"),
+        _var(BEACON_ADDR_ENV, addr),
+        _var(BEACON_URL_ENV, f"http://{addr}{BEACON_PATH}"),
         _field_ref(CLIENT_ID_ENV, "metadata.name"),
     ]
 
@@ -355,7 +362,7 @@ def _copy_instance_id(app: Mapping[str, Any], warnings: list[str]) -> list[Obj]:
             f"vigil: {INSTANCE_ID_ENV} of {app.get('name')} refers to {', '.join(sorted(set(unresolved)))}, which the"
             " sidecar cannot reproduce: its instance id may differ (set it by value or fieldRef)"
         )
-    return [*copies, {**copy.deepcopy(dict(env[position])), "name": f"{ENV_PREFIX}INSTANCE_ID"}]
+    return [*copies, {**copy.deepcopy(dict(env[position])), "name": env_var("instance_id")}]
 
 
 def _dependencies(env: Sequence[Mapping[str, Any]], position: int) -> tuple[set[int], list[str]]:
@@ -507,33 +514,33 @@ def _sidecar_settings_env(group: ConsumerGroupSpec, cfg: InjectionConfig, action
     defaults (derived from the stall timeout, or the client's own)."""
     live, client = group.liveness, group.client
     values: list[tuple[str, str | None]] = [
-        ("GROUP_ID", group.group_id),
-        ("BEACON_BIND", f"$({POD_IP_ENV})"),
-        ("BEACON_PORT", str(cfg.beacon_port)),
-        ("HEALTH_BIND", f"$({POD_IP_ENV})"),
-        ("HEALTH_PORT", str(cfg.health_port)),
-        ("SIGNAL", live.signal.value),
-        ("ACTION", action.value),
-        ("STALL_TIMEOUT_SECONDS", _number(live.stall_timeout_seconds)),
-        ("COOLDOWN_SECONDS", None if live.cooldown_seconds is None else _number(live.cooldown_seconds)),
-        ("MAX_CONCURRENT_EVICTIONS", str(live.max_concurrent_evictions)),
-        ("SYSTEMIC_STALL_PERCENT", _number(live.systemic_stall_percent)),
-        ("GROUP_PROTOCOL", client.group_protocol.value),
-        ("SESSION_TIMEOUT_SECONDS", _ms_as_seconds(client.session_timeout_ms)),
-        ("HEARTBEAT_INTERVAL_SECONDS", _ms_as_seconds(client.heartbeat_interval_ms)),
-        ("MAX_POLL_INTERVAL_SECONDS", _ms_as_seconds(client.max_poll_interval_ms)),
-        ("BUDGET_LEASE", lease_name(group.group_id)),
-        ("EVENTS_TOPIC", cfg.events_topic),
-        ("CLUSTER", group.kafka.cluster_name),
+        ("group_id", group.group_id),
+        ("beacon_bind", f"$({POD_IP_ENV})"),
+        ("beacon_port", str(cfg.beacon_port)),
+        ("health_bind", f"$({POD_IP_ENV})"),
+        ("health_port", str(cfg.health_port)),
+        ("signal", live.signal.value),
+        ("action", action.value),
+        ("stall_timeout_seconds", _number(live.stall_timeout_seconds)),
+        ("cooldown_seconds", None if live.cooldown_seconds is None else _number(live.cooldown_seconds)),
+        ("max_concurrent_evictions", str(live.max_concurrent_evictions)),
+        ("systemic_stall_percent", _number(live.systemic_stall_percent)),
+        ("group_protocol", client.group_protocol.value),
+        ("session_timeout_seconds", _ms_as_seconds(client.session_timeout_ms)),
+        ("heartbeat_interval_seconds", _ms_as_seconds(client.heartbeat_interval_ms)),
+        ("max_poll_interval_seconds", _ms_as_seconds(client.max_poll_interval_ms)),
+        ("budget_lease", lease_name(group.group_id)),
+        ("events_topic", cfg.events_topic),
+        ("cluster", group.kafka.cluster_name),
     ]
     bridge = live.bridge
     if bridge_applies(group):
         values += [
-            ("BRIDGE_ENABLED", "true"),
-            ("MAX_BRIDGE_SECONDS", _number(bridge.max_bridge_seconds)),
-            ("ON_FOREIGN_REBALANCE", bridge.on_foreign_rebalance.value),
+            ("bridge_enabled", "true"),
+            ("max_bridge_seconds", _number(bridge.max_bridge_seconds)),
+            ("on_foreign_rebalance", bridge.on_foreign_rebalance.value),
         ]
-    return [_var(f"{ENV_PREFIX}{name}", value) for name, value in values if value is not None]
+    return [_var(env_var(name), value) for name, value in values if value is not None]
 
 
 def bridge_applies(group: ConsumerGroupSpec) -> bool:

@@ -6,14 +6,15 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from vigil_operator.domain.injection import SIDECAR_NAME
+from vigil_core.sidecar_contract import DEFAULT_HEALTH_PORT, env_var
+from vigil_operator.domain.injection import NAMESPACE_ENV, POD_NAME_ENV, SIDECAR_NAME
 from vigil_operator.domain.reconcile import PodFacts
 
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _ORDINAL = re.compile(r"-(0|[1-9][0-9]*)$")
 REVISION_LABEL = "controller-revision-hash"
-HEALTH_PORT_ENV = "VIGIL_HEALTH_PORT"
-DEFAULT_HEALTH_PORT = 7391
+HEALTH_PORT_ENV = env_var("health_port")
+SIDECAR_INSTANCE_ID_ENV = env_var("instance_id")
 
 
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
@@ -32,7 +33,7 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
         any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
         _crash_looping(pod), str((pod.get("spec") or {}).get("nodeName") or "") or None,
     )  # fmt: skip
-    known = {"VIGIL_POD_NAME": name, "VIGIL_NAMESPACE": namespace}
+    known = {POD_NAME_ENV: name, NAMESPACE_ENV: namespace}
     spec = pod.get("spec") or {}
     for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
         if container.get("name") != SIDECAR_NAME:
@@ -46,12 +47,12 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
             path = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
             if path in fields:
                 known.setdefault(var_name, fields[path])
-        var = env.get("VIGIL_INSTANCE_ID") or {}
+        var = env.get(SIDECAR_INSTANCE_ID_ENV) or {}
         if "value" in var:
             value = _REF.sub(lambda m: known.get(m.group(1), m.group(0)), str(var["value"]))
             facts = dataclasses.replace(facts, instance_id=None if "$(" in value else value)
-        elif "VIGIL_INSTANCE_ID" in known:
-            facts = dataclasses.replace(facts, instance_id=known["VIGIL_INSTANCE_ID"])
+        elif SIDECAR_INSTANCE_ID_ENV in known:
+            facts = dataclasses.replace(facts, instance_id=known[SIDECAR_INSTANCE_ID_ENV])
         return facts
     return facts
 

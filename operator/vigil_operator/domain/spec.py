@@ -16,16 +16,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
-from vigil_core import rules
+from vigil_core import liveness, rules
 from vigil_core.kafka.security import Mechanism, Protocol
-from vigil_sidecar.watchdog.state import StallAction
-
-API_GROUP = "vigil.dev"
-VERSION = "v1alpha1"
-KIND = "ConsumerGroup"
-PLURAL = "consumergroups"
-SINGULAR = "consumergroup"
-SHORT_NAME = "kcg"
+from vigil_core.liveness import ForeignRebalance, Signal, StallAction
 
 
 class _Spec(BaseModel):
@@ -92,53 +85,33 @@ class Membership(StrEnum):
     STATIC = "static"
 
 
-class Signal(StrEnum):
-    BEACON = "beacon"
-    PROGRESS = "progress"
-    STATS = "stats"
-    """librdkafka statistics forwarded by the app (`POST /v1/stats`): app_offset progress, no broker request."""
-
-
-class ForeignRebalance(StrEnum):
-    """What a bridge does when someone else starts a rebalance (or the generation moves) meanwhile."""
-
-    REMOVE = "remove"
-    """Compare-and-remove the absent member at once, so the rebalance completes now instead of waiting for it
-    until its session or rebalance timeout, handing it partitions and expiring it (a second rebalance)."""
-    HOLD = "hold"
-    """Keep heartbeating so the restarted app joins the same rebalance: at most maxBridgeSeconds, and at most one
-    session timeout after the bridge met the rebalance (the group waits meanwhile); then remove."""
-
-
 class Bridge(_Spec):
     enabled: bool = False
-    max_bridge_seconds: Annotated[float, Field(gt=0, le=3600)] = 120.0
-    on_foreign_rebalance: ForeignRebalance = ForeignRebalance.REMOVE
+    max_bridge_seconds: Annotated[float, Field(gt=0, le=3600)] = liveness.DEFAULT_MAX_BRIDGE_SECONDS
+    on_foreign_rebalance: ForeignRebalance = liveness.DEFAULT_FOREIGN_REBALANCE
 
 
 class Liveness(_Spec):
-    signal: Signal = Signal.BEACON
-    stall_timeout_seconds: Annotated[float, Field(ge=1, le=86400)] = 60.0
+    signal: Signal = liveness.DEFAULT_SIGNAL
+    stall_timeout_seconds: Annotated[float, Field(ge=1, le=86400)] = liveness.DEFAULT_STALL_TIMEOUT_SECONDS
     action: StallAction | None = None
     """Default: leave-group with the beacon signal, alert with progress (it cannot prove a stall as precisely)."""
     cooldown_seconds: Annotated[float, Field(ge=1, le=86400)] | None = None
     """Default: twice the stall timeout."""
-    max_concurrent_evictions: Annotated[int, Field(ge=1, le=1000)] = 1
-    systemic_stall_percent: Annotated[float, Field(gt=0, le=100)] = 50.0
+    max_concurrent_evictions: Annotated[int, Field(ge=1, le=1000)] = liveness.DEFAULT_MAX_CONCURRENT_EVICTIONS
+    systemic_stall_percent: Annotated[float, Field(gt=0, le=100)] = liveness.DEFAULT_SYSTEMIC_STALL_PERCENT
     node_lost_grace_seconds: Annotated[float, Field(ge=10, le=86400)] = 60.0
     """A member on a node not Ready this long, with no commit over as long and records waiting, is removed."""
     bridge: Bridge = Bridge()
 
     @property
     def effective_action(self) -> StallAction:
-        if self.action is not None:
-            return self.action
-        return StallAction.ALERT if self.signal is Signal.PROGRESS else StallAction.LEAVE_GROUP
+        return liveness.stall_action(self.action, self.signal)
 
     @property
     def cooldown(self) -> float:
-        """The eviction budget's window (the sidecar's `SidecarSettings.cooldown` has the same default)."""
-        return self.cooldown_seconds if self.cooldown_seconds is not None else 2 * self.stall_timeout_seconds
+        """The eviction budget's window (the sidecar's `SidecarSettings.cooldown`: the same rule)."""
+        return liveness.cooldown(self.cooldown_seconds, self.stall_timeout_seconds)
 
 
 class Client(_Spec):

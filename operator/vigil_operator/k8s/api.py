@@ -16,10 +16,10 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from vigil_core.budget import ledger
+from vigil_core.budget.lease_api import BudgetUnavailable, UnavailableError, answer_for
+from vigil_core.crd import API_GROUP, KIND, PLURAL, VERSION
 from vigil_operator.domain.rollout import RESTART_ANNOTATION, SetFacts
-from vigil_operator.domain.spec import API_GROUP, KIND, PLURAL, VERSION
-from vigil_sidecar.budget import ledger
-from vigil_sidecar.budget.lease_api import BudgetUnavailable, UnavailableError, answer_for
 
 FIELD_MANAGER: Final = "vigil-operator"
 MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "vigil-operator"}

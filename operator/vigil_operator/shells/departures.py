@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from vigil_core import events
+from vigil_core.budget import lease_api, ledger
+from vigil_core.budget.lease_api import BudgetUnavailable
 from vigil_core.kafka.model import GroupType
 from vigil_core.kafka.outcomes import Reaction
 from vigil_core.kafka.security import KafkaConnection
@@ -20,8 +22,6 @@ from vigil_operator.k8s.api import KubeApi, KubeError
 from vigil_operator.metrics import OperatorMetrics
 from vigil_operator.shells.base import Post, StopFlag, step
 from vigil_operator.shells.events import Emitter
-from vigil_sidecar.budget import lease_api, ledger
-from vigil_sidecar.budget.lease_api import BudgetUnavailable
 
 log = logging.getLogger(__name__)
 

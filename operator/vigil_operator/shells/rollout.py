@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from vigil_core import events, rules
+from vigil_core.bridge import engine as bridge
 from vigil_core.kafka.group_client import GroupClientError
 from vigil_core.kafka.model import GroupState
 from vigil_core.kafka.outcomes import Reaction
@@ -26,7 +27,6 @@ from vigil_operator.metrics import OperatorMetrics
 from vigil_operator.rollouts import Rollouts, StepRefusedError
 from vigil_operator.shells.base import Post, StopFlag, dump, step
 from vigil_operator.shells.events import Emitter
-from vigil_sidecar.bridge import engine as bridge
 
 log = logging.getLogger(__name__)
 RESUBSCRIBE_HOLD_SECONDS = 30.0

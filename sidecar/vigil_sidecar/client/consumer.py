@@ -30,16 +30,15 @@ from typing import Any, ClassVar, Literal
 import confluent_kafka
 
 from vigil_core.kafka import cgmd
+from vigil_core.sidecar_contract import BEACON_ADDR_ENV, STATS_PATH
 from vigil_sidecar.signals.beacon import encode_beacon
 
-BEACON_ADDR_ENV = "VIGIL_BEACON_ADDR"
 #: At most one datagram per this many seconds while nothing changes (a stall timeout is tens of seconds).
 MIN_INTERVAL = 0.2
 
 
 #: The statistics interval the stats helper sets when the app did not (a stall timeout is tens of seconds).
 STATS_INTERVAL_MS = 1000
-STATS_PATH = "/v1/stats"
 
 
 class Consumer(confluent_kafka.Consumer):

@@ -14,12 +14,12 @@ from datetime import timedelta
 from typing import Any
 
 from vigil_core import events, rules
+from vigil_core.bridge import engine as bridge
+from vigil_core.bridge_runner import BridgeRequest, BridgeRunner, send_request
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
 from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
 from vigil_core.kafka.security import KafkaConnection
-from vigil_sidecar.bridge import engine as bridge
-from vigil_sidecar.bridge_runner import BridgeRequest, BridgeRunner, send_request
 from vigil_sidecar.shells.common import Shared, Shell, report_crash, utc_now
 from vigil_sidecar.watchdog.state import Beacon, DescribeResult, Observation, WatchdogState
 

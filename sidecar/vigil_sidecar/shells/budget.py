@@ -1,5 +1,5 @@
 """The eviction budget (budget mode "lease"): this pod's poll age kept in the group's ledger, and a permit asked
-for before each eviction (vigil_sidecar.budget: the ledger decides, `verdict` says what a refusal means). Owns the
+for before each eviction (vigil_core.budget: the ledger decides, `verdict` says what a refusal means). Owns the
 Lease, or why it cannot be used (then the sidecar only alerts)."""
 
 import asyncio
@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable
 
 from vigil_core import events
+from vigil_core.budget import ledger, verdict
+from vigil_core.budget.lease_api import BudgetPolicy, BudgetUnavailable, LeaseApi, publish, request_permit
 from vigil_core.kafka.group_client import GroupClientError
 from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import Api, Outcome
-from vigil_sidecar.budget import ledger, verdict
-from vigil_sidecar.budget.lease_api import BudgetPolicy, BudgetUnavailable, LeaseApi, publish, request_permit
 from vigil_sidecar.shells.common import Background, Shared, Shell
 from vigil_sidecar.watchdog.state import Evict
 

@@ -14,7 +14,7 @@ from vigil_core import identity
 from vigil_core.kafka.group_client import GroupClientError
 from vigil_core.kafka.model import GroupView, MemberView
 from vigil_core.kafka.outcomes import Api
-from vigil_sidecar.config import Signal
+from vigil_core.liveness import Signal
 from vigil_sidecar.shells.common import Background, Shared, Shell
 from vigil_sidecar.signals import stats as stats_signal
 from vigil_sidecar.signals.progress import ProgressSampler

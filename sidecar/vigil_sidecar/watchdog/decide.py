@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from vigil_core import identity
 from vigil_core.kafka.model import GroupView, MemberView
 from vigil_core.kafka.outcomes import Outcome, Reaction
+from vigil_core.liveness import StallAction
 from vigil_sidecar.watchdog import timers
 from vigil_sidecar.watchdog.state import (
     Action,
@@ -59,7 +60,6 @@ from vigil_sidecar.watchdog.state import (
     Observation,
     Request,
     Restart,
-    StallAction,
     Tick,
     Wait,
     WatchdogConfig,

@@ -11,20 +11,10 @@ from enum import StrEnum
 
 from vigil_core.kafka.model import GroupView, MemberView
 from vigil_core.kafka.outcomes import Outcome
+from vigil_core.liveness import StallAction
 from vigil_sidecar.watchdog.timers import CheckTimer, PollTimer, SessionView
 
 # --- configuration ----------------------------------------------------------------------------------------------
-
-
-class StallAction(StrEnum):
-    """What to do about a proven stall (the spelling the CRD and events use)."""
-
-    LEAVE_GROUP = "leave-group"
-    """Compare-and-remove the member (LeaveGroup with the observed member id and instance id)."""
-    RESTART = "restart"
-    """Fail the app's liveness probe so the kubelet restarts the container."""
-    ALERT = "alert"
-    """An event and a metric only."""
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
+from vigil_core.crd import API_GROUP, KIND, PLURAL, VERSION
 from vigil_core.kafka.security import KafkaConnection
-from vigil_operator.domain.spec import API_GROUP, KIND, PLURAL, VERSION
 from vigil_spark.outputs.summary import GroupSummary
 
 FIELD_MANAGER: Final = "vigil-report"

@@ -60,6 +60,7 @@ from typing import Any, Final, Literal, TypeGuard, get_args
 
 from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import Outcome, Reaction
+from vigil_core.liveness import ForeignRebalance
 
 # --- vocabulary (the `vigil_core.events` strings; metric labels too) ----------------------------------------------
 
@@ -75,8 +76,6 @@ RefusalCause = Literal["no-proof", "no-member", "dynamic-member", "no-generation
 """Why a bridge was not started."""
 REFUSAL_CAUSES: Final[tuple[RefusalCause, ...]] = get_args(RefusalCause)
 
-Policy = Literal["remove", "hold"]
-"""`onForeignRebalance` (the CRD's `ForeignRebalance` values)."""
 
 Request = Literal["heartbeat", "remove"]
 RemoveCause = Literal["rebalance", "hold-ended", "generation-moved"]
@@ -105,8 +104,9 @@ class BridgeConfig:
     """The app's `heartbeat.interval.ms`: the pace the coordinator is used to from this member."""
     max_bridge_seconds: float
     """`maxBridgeSeconds`: the bridge gives up this long after it started."""
-    on_foreign_rebalance: Policy = "remove"
-    """`onForeignRebalance`: what to do when someone else starts a rebalance meanwhile."""
+    on_foreign_rebalance: ForeignRebalance = ForeignRebalance.REMOVE
+    """`onForeignRebalance`: what to do when someone else starts a rebalance meanwhile (its string is taken too: a
+    decoded state's)."""
     expected_return_seconds: float | None = None
     """How long after it ended the app is expected back in the group (e.g. its usual restart time); a hold ends
     then at the latest. None: unknown, a hold may last until the deadline."""
@@ -134,8 +134,12 @@ class BridgeConfig:
             raise ValueError(f"bridge crash_window_seconds must be 0 or more, not {self.crash_window_seconds!r}")
         if self.crash_loop_restarts < 2:
             raise ValueError("bridge crash_loop_restarts must be at least 2 (1 would refuse every bridge)")
-        if self.on_foreign_rebalance not in get_args(Policy):
-            raise ValueError(f"bridge on_foreign_rebalance must be remove or hold, not {self.on_foreign_rebalance!r}")
+        try:
+            object.__setattr__(self, "on_foreign_rebalance", ForeignRebalance(self.on_foreign_rebalance))
+        except ValueError:
+            raise ValueError(
+                f"bridge on_foreign_rebalance must be remove or hold, not {self.on_foreign_rebalance!r}"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -563,7 +567,7 @@ def _heartbeat_answered(  # noqa: PLR0911 - one case per reaction
         case Reaction.DONE:
             return state.with_last_error(None), None
         case Reaction.REFRESH_AND_RETRY if outcome.name == _COUNTED:
-            if cfg.on_foreign_rebalance == "remove":
+            if cfg.on_foreign_rebalance is ForeignRebalance.REMOVE:
                 return state.with_remove_due(now, "rebalance"), None
             hold_end = state.deadline
             if cfg.expected_return_seconds is not None:

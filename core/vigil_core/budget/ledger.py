@@ -38,8 +38,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
-from vigil_sidecar.budget import poison
-from vigil_sidecar.budget.poison import Handoff, PoisonMark, TopicPartition
+from vigil_core.budget import poison
+from vigil_core.budget.poison import Handoff, PoisonMark, TopicPartition
 
 ANNOTATION: Final = "vigil.dev/budget"
 """The Lease annotation holding the ledger."""

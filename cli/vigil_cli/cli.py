@@ -7,14 +7,14 @@ one to install instead of failing with an ImportError.
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
-from types import ModuleType
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 
 #: Subcommands whose issue has not landed yet: name -> (what it will do, the issue that delivers it).
 PENDING: dict[str, tuple[str, str]] = {}
 
-#: Subcommands of an extra: name -> (module with `main(argv) -> int`, the extra it needs, help). Imported by name
-#: so vigil_core never imports the operator statically (import-linter contract `sidecar-stays-small`).
+#: Subcommands of an extra: name -> (module with `main(argv) -> int`, the extra it needs, help). Imported when run,
+#: so `vigil sidecar` (the sidecar image: no extra) never imports the operator's or the report's libraries.
 EXTRAS: dict[str, tuple[str, str, str]] = {
     "crd": ("vigil_operator.crd", "operator", "print the ConsumerGroup CRD (-o yaml|json)"),
     "operator": ("vigil_operator.cli", "operator", "run the ConsumerGroup operator and its webhooks (kopf)"),
@@ -27,14 +27,23 @@ EXTRAS: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: Subcommands a development checkout adds: name -> help. Their code is another distribution's (vigil_dev, in no
+#: image), registered as the entry point of that name in PLUGIN_GROUP (`main(argv) -> int`, dev/pyproject.toml):
+#: no shipped package names its modules. Loaded only when run (it needs the operator's extras).
+PLUGINS: dict[str, str] = {
+    "dev": "the real local stack: up, down, status",
+    "demo": "the whole story on the real local stack: injection, a stall, a rollout, the report",
+}
+PLUGIN_GROUP = "vigil.commands"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vigil", description=__doc__.splitlines()[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    # the stack's code is imported only when `dev` runs: it needs the operator's extras, the sidecar image has none
-    sub.add_parser("dev", help="the real local stack: up, down, status", add_help=False)
     sub.add_parser("sidecar", help="run the liveness sidecar next to a consumer (flags: vigil sidecar --help)",
                    add_help=False)  # fmt: skip
-    sub.add_parser("demo", help="the whole story on the real local stack: injection, a stall, a rollout, the report")
+    for name, text in PLUGINS.items():
+        sub.add_parser(name, help=text, add_help=False)
     for name, (_, _, text) in EXTRAS.items():
         sub.add_parser(name, help=text, add_help=False)
     for name, (text, issue) in PENDING.items():
@@ -55,34 +64,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         text, issue = PENDING[args.command]
         print(f"vigil {args.command}: not implemented yet — lands with issue {issue} ({text})", file=sys.stderr)
         return 2
-    if args.command == "dev":
-        return _run_dev(rest)
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    demo = _dev_module("demo", "demo")
-    return 2 if demo is None else int(demo.run())
-
-
-def _run_dev(argv: Sequence[str]) -> int:
-    dev_cli = _dev_module("dev", "cli")
-    if dev_cli is None:
+    run = _plugin(args.command)
+    if run is None:
+        print(f"vigil {args.command}: needs a development checkout of vigil (make setup installs vigil_dev); "
+              "this installation has only the shipped packages", file=sys.stderr)  # fmt: skip
         return 2
-    dev_parser = argparse.ArgumentParser(prog="vigil dev", description="the real local stack: up, down, status")
-    dev_cli.add_arguments(dev_parser)
-    return int(dev_cli.run(dev_parser.parse_args(list(argv))))
+    return int(run(list(rest)))
 
 
-def _dev_module(command: str, module: str) -> ModuleType | None:
-    """`vigil_dev.<module>`, imported by name: vigil_dev is a development checkout's distribution (`dev/`), never
-    shipped, so no shipped package may import it statically (import-linter `shipped-never-imports-dev`). Absent
-    (an image, a plain `pip install kafka-vigil`): one line on stderr and None."""
-    try:
-        return importlib.import_module(f"vigil_dev.{module}")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("vigil_dev", f"vigil_dev.{module}"):
-            raise
-    print(f"vigil {command}: needs a development checkout of vigil (make setup installs vigil_dev); "
-          "this installation has only the shipped packages", file=sys.stderr)  # fmt: skip
+def _plugin(command: str) -> Callable[[list[str]], int] | None:
+    """The `main` registered for `command` in PLUGIN_GROUP; None when no installed distribution registers it (an
+    image, a plain `pip install kafka-vigil`), or its module is not importable."""
+    for point in entry_points(group=PLUGIN_GROUP, name=command):
+        try:
+            run: Callable[[list[str]], int] = point.load()
+        except ModuleNotFoundError as exc:
+            if not exc.name or not (point.module == exc.name or point.module.startswith(f"{exc.name}.")):
+                raise  # the plugin is there but something it needs is not: not ours to hide
+            return None
+        return run
     return None
 
 

@@ -11,9 +11,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from vigil_core.bridge import engine as bridge
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
-from vigil_sidecar.bridge import engine as bridge
 
 log = logging.getLogger(__name__)
 

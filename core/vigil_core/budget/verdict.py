@@ -9,9 +9,9 @@ for a group to settle).
 
 import dataclasses
 
+from vigil_core.budget.lease_api import BudgetUnavailable
+from vigil_core.budget.ledger import Refusal
 from vigil_core.kafka.outcomes import Api, Outcome, Reaction, classify
-from vigil_sidecar.budget.lease_api import BudgetUnavailable
-from vigil_sidecar.budget.ledger import Refusal
 
 BUDGET_REFUSED = -3
 """The code of a LeaveGroup vigil did not send (the budget refused it): below Kafka's and TRANSPORT_ERROR's."""

@@ -22,9 +22,9 @@ from typing import Any, Final, Literal, Protocol, TypeVar
 
 import aiohttp
 
-from vigil_sidecar.budget import ledger as ledger_rules
-from vigil_sidecar.budget.ledger import ANNOTATION, DEFAULT_FRESHNESS, Ledger, LedgerDecodeError, Permit, Refusal
-from vigil_sidecar.budget.poison import TopicPartition
+from vigil_core.budget import ledger as ledger_rules
+from vigil_core.budget.ledger import ANNOTATION, DEFAULT_FRESHNESS, Ledger, LedgerDecodeError, Permit, Refusal
+from vigil_core.budget.poison import TopicPartition
 
 SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 """Where the kubelet mounts the pod's token, CA and namespace (absent with `automountServiceAccountToken: false`)."""

@@ -4,7 +4,7 @@
 HTTP (GET and PUT only). See README.md for the format, the RBAC and how the operator pre-creates the Lease.
 """
 
-from vigil_sidecar.budget.ledger import (
+from vigil_core.budget.ledger import (
     ANNOTATION,
     Count,
     Entry,
