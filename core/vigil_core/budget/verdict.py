@@ -8,15 +8,26 @@ for a group to settle).
 """
 
 import dataclasses
+from typing import Protocol
 
-from vigil_core.budget.lease_api import BudgetUnavailable
-from vigil_core.budget.ledger import Refusal
 from vigil_core.kafka.outcomes import Api, Outcome, Reaction, classify
 
 BUDGET_REFUSED = -3
 """The code of a LeaveGroup vigil did not send (the budget refused it): below Kafka's and TRANSPORT_ERROR's."""
 
-NoPermit = Refusal | BudgetUnavailable
+
+class NoPermit(Protocol):
+    """A budget answer that is no permit: `ledger.Refusal` or `lease_api.BudgetUnavailable` (named by shape, so this
+    module stays free of the Lease's I/O)."""
+
+    @property
+    def cause(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+    @property
+    def retriable(self) -> bool: ...
 
 
 def answer(refused: NoPermit) -> Outcome:
