@@ -114,8 +114,9 @@ class EvictionRefusedPayload(_Model):
     member: MemberRef | None = None
     action: str
     cause: str
-    """Why not: "budget", "cooldown", "systemic-stall", "not-stable", "identity", "fenced", "no-permission",
-    "poison-suspected" (v3), "app-polled" (the app polled again before the LeaveGroup went out)."""
+    """Why not: "budget", "cooldown", "systemic-stall", "not-stable", "identity", "fenced", "poison-suspected" (v3),
+    "app-polled" (the app polled again before the LeaveGroup went out), or why the budget Lease could not be used:
+    "no-api", "no-permission", "no-lease", "unreachable", "bad-ledger", "contention" (`BudgetUnavailable`)."""
     message: str
     """One sentence for a human."""
 

@@ -233,21 +233,21 @@ def resyncs(*, memo: Any, **_: Any) -> int:
 def departures_removed(*, memo: Any, **_: Any) -> int:
     """Members removed at once because their pod was gone or their app container ended (issue #8)."""
     runtime = memo.get("runtime")
-    return runtime.departures_removed if isinstance(runtime, Runtime) else 0
+    return runtime.departures.removals if isinstance(runtime, Runtime) else 0
 
 
 @kopf.on.probe(id="departures_deferred")
 def departures_deferred(*, memo: Any, **_: Any) -> int:
     """Removals the eviction budget held back: a crash-looping static member while the group's budget is spent."""
     runtime = memo.get("runtime")
-    return runtime.departures_deferred if isinstance(runtime, Runtime) else 0
+    return runtime.departures.deferrals if isinstance(runtime, Runtime) else 0
 
 
 @kopf.on.probe(id="departures_released")
 def departures_released(*, memo: Any, **_: Any) -> int:
     """KIP-848 static members of gone consumers whose instance id was released at once (domain.departures)."""
     runtime = memo.get("runtime")
-    return runtime.departures_released if isinstance(runtime, Runtime) else 0
+    return runtime.departures.releases if isinstance(runtime, Runtime) else 0
 
 
 @kopf.on.probe(id="kafka_requests")

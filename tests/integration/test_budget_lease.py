@@ -164,7 +164,7 @@ def test_without_access_the_budget_is_unavailable_never_a_permit(budget: Budget,
                 await request_permit(down, "pod-a", "m", 40.0, POLICY),
             ]
 
-    causes = [(a.cause, a.transient) if isinstance(a, BudgetUnavailable) else a for a in asyncio.run(run())]
+    causes = [(a.cause, a.retriable) if isinstance(a, BudgetUnavailable) else a for a in asyncio.run(run())]
     assert causes == [("no-permission", False), ("no-lease", False), ("unreachable", True)]
     assert budget.ledger().permits == ()
 

@@ -190,7 +190,7 @@ def test_without_api_access_the_sidecar_only_alerts(kafka: KafkaCluster, tmp_pat
         assert '"budget": "unavailable (no-api): alert only"' in sidecar.get("/v1/status")[1]
         wait_for(lambda: sidecar.status().get("member"), timeout=30, what="the sidecar proving its member")
         members[0].paused_polling.set()
-        refused = 'vigil_sidecar_alerts_total{kind="budget-no-permission"}'
+        refused = 'vigil_sidecar_alerts_total{kind="budget-no-api"}'  # the cause as itself: no token mounted
         wait_for(lambda: _metric(sidecar, refused), lambda n: n >= 1, timeout=bound(STALL + 2 * CHECK),
                  what="the refusal for lack of API access")  # fmt: skip
         wait_for(lambda: _stall_handled(sidecar), timeout=bound(CHECK), what="the watchdog done with the stall")

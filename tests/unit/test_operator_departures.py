@@ -5,6 +5,7 @@ container that ended provably after the member was first seen) and, for static m
 above the StatefulSet's replicas; never a live pod's member, never a member no longer present.
 """
 
+import typing
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -459,3 +460,21 @@ def test_a_release_is_only_for_a_present_static_member_of_a_provably_ended_consu
     gone_below = {f"orders-{i}-m" for i in mapped if i in present and i not in live and replicas is not None
                   and i < replicas}  # fmt: skip
     assert gone_below - done <= {d.member_id for d in found if d.action == "release"}
+
+
+PROVEN_GONE: list[tuple[dep.Cause, bool]] = [
+    ("scale-down", True),
+    ("pod-gone", True),
+    ("container-terminated", True),
+    ("crash-loop", False),  # may come back: waits for room in a readable budget
+    ("node-lost", False),  # the node may come back
+]
+
+
+@pytest.mark.parametrize(("cause", "proven"), PROVEN_GONE)
+def test_only_a_member_that_may_come_back_waits_for_the_budget(cause: dep.Cause, proven: bool) -> None:
+    assert dep.Departure("m", "i", "orders-0", cause, "why").proven_gone is proven
+
+
+def test_the_table_covers_every_cause() -> None:
+    assert {cause for cause, _ in PROVEN_GONE} == set(typing.get_args(dep.Cause))

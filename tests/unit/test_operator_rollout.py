@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from vigil_operator.domain import rollout as ro
 from vigil_operator.domain.conditions import rfc3339
+from vigil_operator.domain.reconcile import Notice
 from vigil_operator.domain.spec import ConsumerGroupSpec, parse_spec
 from vigil_operator.domain.status import RolloutPhase, RolloutStatus
 
@@ -55,7 +56,7 @@ def begun(actions: list[ro.Action]) -> list[str]:
 
 
 def notes(actions: list[ro.Action]) -> list[str]:
-    return [a.reason for a in actions if isinstance(a, ro.Note)]
+    return [n.reason for n in map(ro.note, actions) if n is not None]
 
 
 # --- refusals ----------------------------------------------------------------------------------------------------
@@ -136,7 +137,7 @@ def test_a_new_revision_begins_with_the_highest_ordinal() -> None:
                                                                                 "uid-2")  # fmt: skip
     assert begun(actions) == ["orders-2"]
     assert notes(actions) == ["RolloutStarted"]
-    assert actions[-1] == ro.BeginStep("orders-2", "uid-2", "ns-orders-2")
+    assert actions == [ro.Started(NEW, 3), ro.BeginStep("orders-2", "uid-2", "ns-orders-2")]
 
 
 @pytest.mark.parametrize(
@@ -161,7 +162,9 @@ def test_a_step_ends_when_the_bridge_rejoined_and_the_replacement_is_ready() -> 
     assert state is not None
     assert (state.done, state.current_pod) == (1, "orders-1")  # the next step begins in the same resync
     assert notes(actions) == ["RolloutStep"]
-    assert begun(actions) == ["orders-1"]
+    ended = "orders-2 restarted (1/3): back in the same generation"
+    assert actions == [ro.StepEnded("orders-2", ended), ro.BeginStep("orders-1", "uid-1", "ns-orders-1")]
+    assert ro.note(actions[0]) == Notice("Normal", "RolloutStep", ended)
 
 
 @pytest.mark.parametrize(
@@ -191,6 +194,7 @@ def test_any_other_end_of_the_bridge_pauses(outcome: str) -> None:
     assert state.phase is RolloutPhase.PAUSED
     assert outcome in state.message
     assert notes(actions) == ["RolloutPaused"]
+    assert actions == [ro.Paused(state.message)]
 
 
 def test_an_overrun_step_pauses() -> None:
@@ -221,6 +225,8 @@ def test_the_last_step_completes_the_rollout() -> None:
     assert state is not None
     assert (state.phase, state.done, state.current_pod) == (RolloutPhase.COMPLETE, 3, None)
     assert notes(actions) == ["RolloutStep", "RolloutComplete"]
+    assert actions[-1] == ro.Completed(NEW, "3 pod(s) restarted")
+    assert ro.note(actions[-1]) == Notice("Normal", "RolloutComplete", f"{NEW}: 3 pod(s) restarted with no rebalance")
 
 
 def test_pods_beyond_the_replica_count_are_not_rolled() -> None:
@@ -228,6 +234,38 @@ def test_pods_beyond_the_replica_count_are_not_rolled() -> None:
     assert actions == []
     assert state is not None
     assert (state.phase, state.total) == (RolloutPhase.COMPLETE, 0)
+
+
+# --- the actions tell themselves; the runtime pauses as the plan does -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("action", "note"),
+    [
+        (ro.Started("rev", 2), Notice("Normal", "RolloutStarted", "restarting 2 pod(s) one at a time for rev")),
+        (ro.StepEnded("orders-1", "orders-1 restarted"), Notice("Normal", "RolloutStep", "orders-1 restarted")),
+        (ro.Paused("orders-1: why"), Notice("Warning", "RolloutPaused", "orders-1: why")),
+        (ro.Completed("rev", "2 pod(s) restarted"),
+         Notice("Normal", "RolloutComplete", "rev: 2 pod(s) restarted with no rebalance")),
+        (ro.BeginStep("orders-1", "uid-1", "ns-orders-1"), None),  # told by the runtime once the pod is deleted
+    ],
+)  # fmt: skip
+def test_each_action_tells_itself(action: ro.Action, note: Notice | None) -> None:
+    assert ro.note(action) == note
+
+
+def test_a_step_that_could_not_begin_pauses_as_the_plan_does() -> None:
+    begun_state = rolling("orders-2", bridge='{"v": 1}')
+    paused, told = ro.pause(begun_state, "orders-2: delete refused", bridge=None)
+    assert (paused.phase, paused.message, paused.bridge, paused.current_pod) == (
+        RolloutPhase.PAUSED, "orders-2: delete refused", None, "orders-2")  # fmt: skip
+    assert told == ro.Paused("orders-2: delete refused")
+    assert plan([pod(i) for i in range(3)], paused) == (paused, [])  # and it stays paused
+
+
+@pytest.mark.parametrize(("heartbeat_ms", "seconds"), [(0, 0.5), (3000, 3.5), (5000, 5.5), (250, 0.75)])
+def test_a_raised_session_is_waited_for_one_heartbeat_and_a_round_trip(heartbeat_ms: int, seconds: float) -> None:
+    assert ro.session_raise_wait(heartbeat_ms) == pytest.approx(seconds)
 
 
 # --- properties --------------------------------------------------------------------------------------------------
@@ -265,3 +303,40 @@ def test_at_most_one_pod_and_only_the_highest_outdated_when_all_is_well(  # noqa
         assert state.current_pod == steps[0].pod
     if state is not None and state.phase is RolloutPhase.COMPLETE and state is not previous:
         assert not stale  # (no step was in progress here, so none ended in this plan)
+
+
+@given(
+    revisions=st.lists(st.booleans(), min_size=1, max_size=6),
+    ready=st.lists(st.booleans(), min_size=6, max_size=6),
+    stable=st.booleans(),
+    phase=st.sampled_from([None, RolloutPhase.ROLLING, RolloutPhase.PAUSED, RolloutPhase.COMPLETE]),
+    current=st.booleans(),
+    outcome=st.sampled_from([None, "rejoined", "removed", "deadline"]),
+    elapsed=st.integers(0, 120),
+)
+def test_the_actions_say_what_the_plan_did(  # noqa: PLR0917 - one per strategy
+    revisions: list[bool], ready: list[bool], stable: bool, phase: RolloutPhase | None, current: bool,
+    outcome: str | None, elapsed: int,
+) -> None:  # fmt: skip
+    """The runtime acts on the actions alone: a rollout begun says Started (first), one that paused in this resync
+    Paused, one that completed Completed, a step begun BeginStep (last); each at most once, each told by its own
+    note."""
+    workload = ro.SetFacts("OnDelete", NEW, len(revisions))
+    pods = [pod(i, NEW if fresh else OLD, ready=ready[i]) for i, fresh in enumerate(revisions)]
+    step = f"orders-{len(revisions) - 1}" if current else None
+    previous = None if phase is None else rolling(step, phase=phase, total=len(revisions))
+    members = {f"ns-orders-{i}": f"m{i}" for i in range(len(revisions))}
+    state, actions = ro.plan(SPEC, workload, pods, ro.GroupNow(stable, members), previous, bridge_outcome=outcome,
+                             now=NOW + timedelta(seconds=elapsed))  # fmt: skip
+    kinds = [type(a) for a in actions]
+    assert all(kinds.count(kind) <= 1 for kind in set(kinds))
+    assert (ro.Started in kinds) is (previous is None and state.phase is RolloutPhase.ROLLING)
+    assert (ro.Paused in kinds) is (state.phase is RolloutPhase.PAUSED and phase is RolloutPhase.ROLLING)
+    assert (ro.Completed in kinds) is (state.phase is RolloutPhase.COMPLETE and phase is RolloutPhase.ROLLING)
+    before = None if previous is None else previous.current_pod
+    assert (ro.BeginStep in kinds) is (state.current_pod is not None and state.current_pod != before)
+    if ro.Started in kinds:
+        assert kinds[0] is ro.Started
+    if ro.BeginStep in kinds:
+        assert kinds[-1] is ro.BeginStep
+    assert [ro.note(a) is None for a in actions] == [k is ro.BeginStep for k in kinds]

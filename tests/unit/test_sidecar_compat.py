@@ -246,7 +246,7 @@ def test_an_incompatible_ledger_is_refused_in_one_line(change: Callable[[dict[st
 
 
 def _resumed(text: str) -> bridge.BridgeState:
-    """What `runtime._resume` does: decode, then the runner first observes Resumed."""
+    """What `shells.rollout.RolloutShell._resume` does: decode, then the runner first observes Resumed."""
     state = bridge.BridgeState.from_json(text)
     stepped, _ = bridge.step(state, bridge.Resumed(), NOW + 1)
     assert stepped.ended is None
@@ -307,7 +307,7 @@ def test_the_bridge_with_unknown_fields_resumes_alike(release: Path) -> None:
     ids=["field gone", "new vocabulary", "config reshaped", "no version"],
 )
 def test_an_incompatible_bridge_is_refused_in_one_line(change: Callable[[dict[str, Any]], None], message: str) -> None:
-    """`runtime._resume` logs it once ("the persisted rollout bridge is unreadable") and does not resume."""
+    """The rollout shell's `_resume` logs it once ("the persisted rollout bridge is unreadable") and does not resume."""
     changed = _load(RELEASES[-1], "bridge-state.json")
     change(changed)
     with pytest.raises(bridge.BridgeDecodeError) as refused:

@@ -48,8 +48,9 @@ class BudgetUnavailable:
     message: str
 
     @property
-    def transient(self) -> bool:
-        """Worth asking again at the next stall check; the others need a human or the operator."""
+    def retriable(self) -> bool:
+        """Worth asking again at the next stall check ("unreachable", "contention"); the others need a human or the
+        operator."""
         return self.cause in ("unreachable", "contention")
 
 

@@ -140,6 +140,12 @@ class Refusal:
     suspects: tuple[PoisonMark, ...] = ()
     """For "poison-suspected": the poisoned partitions the member owns."""
 
+    @property
+    def retriable(self) -> bool:
+        """Asking again later may succeed ("settle": once the group settled, "budget": once a permit leaves the
+        cooldown); a systemic stall or a suspected poison pill is no reason to evict, however long it lasts."""
+        return self.cause in ("settle", "budget")
+
 
 # -- the rule ------------------------------------------------------------------------------------------------------
 

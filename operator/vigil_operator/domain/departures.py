@@ -80,6 +80,13 @@ class Departure:
     """remove: compare-and-remove (LeaveGroup); release: a KIP-848 static member's instance id released on its
     behalf (ConsumerGroupHeartbeat with epoch -2), its partitions kept for its replacement."""
 
+    @property
+    def proven_gone(self) -> bool:
+        """Its consumer is provably gone: it is removed (or released) whatever the eviction budget says, and even
+        when the budget cannot be read. A crash-looping member or one on a lost node may come back: it waits for
+        room in a readable budget."""
+        return self.cause not in ("crash-loop", "node-lost")
+
 
 def remember(sightings: Mapping[str, Sighting], members: Sequence[MemberStatus], now: datetime) -> dict[str, Sighting]:
     """The sightings after a resync that described `members`: members gone are forgotten, new ones first seen

@@ -16,15 +16,19 @@ three-way merges would revert it), and the operator deletes the outdated pods it
    rebalance, the member expired, the deadline) or `maxRestartSeconds` overrun pauses the rollout, with why.
 4. A paused rollout stays paused until the target changes (a new revision or restart request).
 
-`plan(...)` decides; the runtime reads the sidecar, persists, deletes and runs the bridge.
+`plan(...)` decides and returns typed actions (`Started`, `StepEnded`, `Paused`, `Completed`, `BeginStep`), each
+told by the Kubernetes Event `note(action)` gives (none for `BeginStep`: the runtime tells it once its pod is
+deleted). The runtime reads the sidecar, persists, deletes and runs the bridge; it never reads the text of a note.
+A step that cannot begin pauses the rollout through `pause`, as the plan does.
 """
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 from vigil_operator.domain.conditions import rfc3339
+from vigil_operator.domain.reconcile import Notice
 from vigil_operator.domain.spec import ConsumerGroupSpec, Membership, RestartStrategy, WorkloadKind
 from vigil_operator.domain.status import RolloutPhase, RolloutStatus
 
@@ -65,24 +69,69 @@ class GroupNow:
 
 
 @dataclass(frozen=True)
+class Started:
+    """A rollout to `target` began: the subscriptions are recorded now (a change across the rollout gets one
+    rebalance at its end)."""
+
+    target: str
+    pods: int
+
+
+@dataclass(frozen=True)
+class StepEnded:
+    """The current step's pod is back in the same generation."""
+
+    pod: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Paused:
+    """The rollout paused (a step went wrong or could not begin); it stays paused until the target changes."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Completed:
+    """Nothing is outdated any more: the subscriptions are compared with those at the start."""
+
+    target: str
+    message: str
+
+
+@dataclass(frozen=True)
 class BeginStep:
-    """Read the pod's member from its sidecar, persist it with a bridge, delete the pod (uid precondition)."""
+    """Read the pod's member from its sidecar, persist it with a bridge, delete the pod (uid precondition). The
+    runtime tells it (a RolloutStep Event) once done, or pauses the rollout (`pause`)."""
 
     pod: str
     uid: str
     instance_id: str | None
 
 
-@dataclass(frozen=True)
-class Note:
-    """A Kubernetes Event on the ConsumerGroup."""
-
-    type: str
-    reason: str
-    message: str
+Action = Started | StepEnded | Paused | Completed | BeginStep
 
 
-Action = BeginStep | Note
+@overload
+def note(action: Started | StepEnded | Paused | Completed) -> Notice: ...
+@overload
+def note(action: Action) -> Notice | None: ...
+
+
+def note(action: Action) -> Notice | None:
+    """The Kubernetes Event that tells `action` (None for a step begun: the runtime tells it once its pod is
+    deleted, or pauses the rollout)."""
+    match action:
+        case Started(target=goal, pods=count):
+            return Notice("Normal", "RolloutStarted", f"restarting {count} pod(s) one at a time for {goal}")
+        case StepEnded(message=message):
+            return Notice("Normal", "RolloutStep", message)
+        case Paused(message=message):
+            return Notice("Warning", "RolloutPaused", message)
+        case Completed(target=goal, message=message):
+            return Notice("Normal", "RolloutComplete", f"{goal}: {message} with no rebalance")
+    return None
 
 
 @dataclass(frozen=True)
@@ -135,7 +184,7 @@ def plan(  # noqa: PLR0911 - one return per stage of a step, in order
     *,
     bridge_outcome: str | None,
     now: datetime,
-) -> tuple[RolloutStatus | None, list[Action]]:
+) -> tuple[RolloutStatus, list[Action]]:
     """The rollout after this resync, and what to do. `bridge_outcome`: how the current step's bridge ended (None
     while it runs or when there is none)."""
     goal = target(workload)
@@ -146,44 +195,49 @@ def plan(  # noqa: PLR0911 - one return per stage of a step, in order
         if not stale:  # the target is what runs already: say so (`vigil rollout status` compares targets)
             return RolloutStatus(target_revision=goal, phase=RolloutPhase.COMPLETE, message="nothing to restart"), []
         state = RolloutStatus(target_revision=goal, phase=RolloutPhase.ROLLING, total=len(stale))
-        notes: list[Action] = [Note("Normal", "RolloutStarted",
-                                    f"restarting {len(stale)} pod(s) one at a time for {goal}")]  # fmt: skip
+        actions: list[Action] = [Started(goal, len(stale))]
     else:
-        notes = []
+        actions = []
     if state.phase is not RolloutPhase.ROLLING:
-        return state, notes
+        return state, actions
     if state.current_pod is not None:
         state, ended = _step(spec, state, mine, group, bridge_outcome=bridge_outcome, now=now)
-        if state.phase is RolloutPhase.PAUSED:
-            return state, [*notes, Note("Warning", "RolloutPaused", state.message)]
-        if not ended:
-            return state, notes
-        notes.append(Note("Normal", "RolloutStep", state.message))
-        stale = [p for p in stale if p.name != ended]
+        if isinstance(ended, Paused):
+            return state, [*actions, ended]
+        if ended is None:
+            return state, actions
+        actions.append(ended)
+        stale = [p for p in stale if p.name != ended.pod]
     if not stale:
         done = _with(state, phase=RolloutPhase.COMPLETE, current_pod=None, message=f"{state.done} pod(s) restarted")
-        return done, [*notes, Note("Normal", "RolloutComplete", f"{goal}: {done.message} with no rebalance")]
+        return done, [*actions, Completed(goal, done.message)]
     waiting = _not_ready(mine, group)
     if waiting:
-        return _with(state, message=waiting), notes
+        return _with(state, message=waiting), actions
     pod = max(stale, key=lambda p: p.ordinal)
     begun = _with(state, current_pod=pod.name, old_pod_uid=pod.uid, old_member_id=None, bridge=None,
                     step_started_at=rfc3339(now), message=f"restarting {pod.name}")  # fmt: skip
-    return begun, [*notes, BeginStep(pod.name, pod.uid, pod.instance_id)]
+    return begun, [*actions, BeginStep(pod.name, pod.uid, pod.instance_id)]
+
+
+def pause(state: RolloutStatus, message: str, **changes: Any) -> tuple[RolloutStatus, Paused]:
+    """The rollout paused with `message` (and `changes`, e.g. a bridge that never ran dropped), and the action that
+    tells it: the one way a rollout pauses, whether its plan or the runtime (a step that could not begin) decides."""
+    return _with(state, phase=RolloutPhase.PAUSED, message=message, **changes), Paused(message)
 
 
 def _step(
     spec: ConsumerGroupSpec, state: RolloutStatus, pods: Sequence[SetPod], group: GroupNow, *,
     bridge_outcome: str | None, now: datetime,
-) -> tuple[RolloutStatus, str | None]:  # fmt: skip
-    """The current step: (state, the pod whose step ended now or None)."""
+) -> tuple[RolloutStatus, StepEnded | Paused | None]:  # fmt: skip
+    """The current step: (state, how it ended now: its pod is back or the rollout paused; None: it goes on)."""
     name = state.current_pod or ""
     if bridge_outcome is not None and bridge_outcome != "rejoined":
-        return _paused(state, f"{name}: the bridge ended {bridge_outcome!r}; the member was not kept"), None
+        return pause(state, f"{name}: the bridge ended {bridge_outcome!r}; the member was not kept")
     started = _time(state.step_started_at)
     if started is not None and (now - started).total_seconds() > spec.restart.max_restart_seconds:
         limit = spec.restart.max_restart_seconds
-        return _paused(state, f"{name}: not back within maxRestartSeconds ({limit:g}s)"), None
+        return pause(state, f"{name}: not back within maxRestartSeconds ({limit:g}s)")
     replacement = next((p for p in pods if p.name == name and p.uid != state.old_pod_uid), None)
     back = replacement is not None and replacement.ready and not replacement.deleting
     instance = replacement.instance_id if replacement is not None else None
@@ -197,8 +251,22 @@ def _step(
         return state, None
     done = state.done + 1
     message = f"{name} restarted ({done}/{state.total}): back in the same generation"
-    return _with(state, done=done, current_pod=None, old_pod_uid=None, old_member_id=None, bridge=None,
-                   step_started_at=None, message=message), name  # fmt: skip
+    ended = _with(state, done=done, current_pod=None, old_pod_uid=None, old_member_id=None, bridge=None,
+                  step_started_at=None, message=message)  # fmt: skip
+    return ended, StepEnded(name, message)
+
+
+HEARTBEAT_MARGIN_SECONDS = 0.5
+"""A heartbeat's round trip, on top of the interval: its request may be on its way when the session is raised."""
+
+
+def session_raise_wait(heartbeat_ms: int) -> float:
+    """Seconds from raising a KIP-848 group's session timeout until every member's session timer runs on it (the
+    step's pod is deleted only then): the broker re-arms a member's session timer with the group's current session
+    timeout at each heartbeat, so one heartbeat interval plus a round trip. A time wait, because it is the only
+    signal: no answer shows when a member last heartbeated (ConsumerGroupDescribe has no such field, and a member's
+    epoch moves only with its assignment), and the member's client is the app's, not vigil's."""
+    return heartbeat_ms / 1000 + HEARTBEAT_MARGIN_SECONDS
 
 
 def subscription_change(before: Sequence[str] | None, after: Sequence[str]) -> str | None:
@@ -217,10 +285,6 @@ def _not_ready(pods: Sequence[SetPod], group: GroupNow) -> str:
         return "waiting for the group to be Stable"
     unready = [p.name for p in pods if not p.ready or p.deleting]
     return f"waiting for {', '.join(unready)} to be Ready" if unready else ""
-
-
-def _paused(state: RolloutStatus, message: str) -> RolloutStatus:
-    return _with(state, phase=RolloutPhase.PAUSED, message=message)
 
 
 def _with(state: RolloutStatus, **changes: Any) -> RolloutStatus:

@@ -1,0 +1,29 @@
+"""The group's eviction budget Lease and its Role, provisioned once per spec generation (owned by the CR)."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from vigil_operator.domain.reconcile import Notice
+from vigil_operator.domain.spec import ConsumerGroupSpec
+from vigil_operator.k8s.api import KubeApi, KubeError
+from vigil_operator.shells.base import Post
+
+
+class BudgetLeases:
+    def __init__(self, kube: KubeApi) -> None:
+        self.kube = kube
+        self._provisioned: dict[str, tuple[int, str]] = {}
+        """Per CR uid: the spec generation and service account its Lease and Role were provisioned for."""
+
+    async def provision(self, body: Mapping[str, Any], spec: ConsumerGroupSpec, post: Post) -> None:
+        """The budget Lease and its Role, once per spec generation (they are owned by the CR)."""
+        uid, generation = str(body["metadata"]["uid"]), int(body["metadata"].get("generation") or 0)
+        account = spec.workload.service_account_name
+        if self._provisioned.get(uid) == (generation, account):
+            return
+        try:
+            await self.kube.ensure_budget(body["metadata"]["namespace"], body, spec.group_id, account)
+        except KubeError as exc:
+            post(Notice("Warning", "BudgetNotProvisioned", str(exc)))
+            return
+        self._provisioned[uid] = (generation, account)
