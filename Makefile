@@ -15,12 +15,15 @@ ARTIFACTS := test-artifacts
 help:
 	@echo "make demo   - the whole story on a real stack: Kafka, Kubernetes with a real node, vigil by helm; down"
 	@echo "make test   - install everything, then lint and every suite (unit, images, Kafka, Kubernetes, e2e, demo, Spark)"
-	@echo "make setup  - only the installs (venv, Kafka jars, Kubernetes from Go modules, images) — cached in $(VIGIL_CACHE)"
-	@echo "make lint   - ruff, mypy --strict, import-linter"
+	@echo "make setup  - only the installs (venv, Kafka jars, Kubernetes from Go modules, Spark jars, images) — cached in $(VIGIL_CACHE)"
+	@echo "make lint   - ruff check, ruff format --check, mypy --strict, import-linter, verify-crds"
+	@echo "make typecheck - mypy --strict alone"
+	@echo "make test-unit | test-images | test-kafka | test-kafka3 | test-kube | test-e2e | test-demo | test-spark - one suite (tests/README.md)"
 	@echo "make bench  - benchmarks (never part of make test)"
-	@echo "make generate-crds - copy the canonical crds/*.yaml into the operator package and the chart"
+	@echo "make generate-crds - copy the canonical crds/*.yaml into the operator package and the chart; verify-crds checks they agree"
 	@echo "make images - build the four images without Docker (mmdebstrap, umoci, skopeo; root) into $(VIGIL_CACHE)/images/out"
 	@echo "make lock   - regenerate images/*.lock (the images' hash-pinned dependencies)"
+	@echo "make clean  - remove the venv, test artifacts and tool caches (not $(VIGIL_CACHE))"
 
 # vigil_dev (dev/) and the test apps (dev/testapps/) are their own distributions: never in the kafka-vigil wheel
 $(BIN)/vigil: pyproject.toml dev/pyproject.toml dev/testapps/pyproject.toml

@@ -4,4 +4,4 @@ from typing import Final
 
 VERSION: Final = "0.2.0"
 """Bump with `pyproject.toml`'s version and `charts/vigil/Chart.yaml`'s version and appVersion
-(`tests/unit/test_version.py` checks they agree)."""
+(`tests/unit/project/test_version.py` checks they agree)."""

@@ -7,8 +7,8 @@ glibc Linux (the images' Debian bookworm): a wheel, or an sdist (pyspark publish
 verifies, then builds into a wheel on the host.
 
 `python -m vigil_dev.images lock` (`make lock`) regenerates them with `pip install --dry-run --report`, on a host
-whose Python is the images' (3.11, x86_64). The parsing and the checks here are pure; `tests/unit/test_image_locks.py`
-proves each lock satisfies pyproject's requirements for its image.
+whose Python is the images' (3.11, x86_64). The parsing and the checks here are pure;
+`tests/unit/dev/test_image_locks.py` proves each lock satisfies pyproject's requirements for its image.
 """
 
 import json

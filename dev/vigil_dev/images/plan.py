@@ -1,5 +1,5 @@
 """What a build runs, decided without running it: cache keys, the epoch, and every argv (mmdebstrap, chroot, tar,
-umoci, skopeo). Pure: `build.py` executes these; `tests/unit/test_images.py` reads them.
+umoci, skopeo). Pure: `build.py` executes these; `tests/unit/dev/test_images.py` reads them.
 
 Reproducibility comes from here:
 - SOURCE_DATE_EPOCH is fixed by the inputs: the newest `Date:` of the Debian suites' InRelease files the base is

@@ -12,7 +12,7 @@ from vigil_dev.images.build import LOCKS, REPO, ImageBuildError, _host_pip_env
 HEADER = """images/{name}: {what}.
 Every file pinned by hash, for CPython 3.11 on x86_64 glibc Linux (the images' Debian bookworm python3);
 installed offline by `make images` (pip --require-hashes). Regenerate: `make lock`.
-tests/unit/test_image_locks.py checks it satisfies pyproject.toml."""
+tests/unit/dev/test_image_locks.py checks it satisfies pyproject.toml."""
 WHAT = {
     "base": "kafka-vigil's base dependencies (the vigil-sidecar and vigil-testapps images)",
     "operator": "kafka-vigil[operator]'s dependencies (the vigil-operator image)",

@@ -1,5 +1,6 @@
 """What each side of an operator ↔ sidecar interface writes today, produced by the real code: the recorded fixtures
-of `tests/unit/test_sidecar_compat.py` (operator/vigil_operator/COMPATIBILITY.md says which reader takes which).
+of `tests/unit/operator/test_sidecar_compat.py` (operator/vigil_operator/COMPATIBILITY.md says which reader takes
+which).
 
 Run once per release; the directory is then history, never regenerated:
 

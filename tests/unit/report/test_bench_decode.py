@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from vigil_spark.decode import records as rec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REAL = json.loads((ROOT / "tests/unit/fixtures/consumer_offsets/real_records.json").read_text())["records"]
 
 

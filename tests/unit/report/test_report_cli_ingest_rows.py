@@ -9,7 +9,7 @@ import pytest
 
 from vigil_spark.ingest import rows
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 REAL = {r["what"]: r for r in json.loads((FIXTURES / "consumer_offsets" / "real_records.json").read_text())["records"]}
 
 

@@ -120,7 +120,7 @@ def test_the_development_distribution_registers_each_plugin_command() -> None:
     import tomllib
     from pathlib import Path
 
-    project = tomllib.loads((Path(__file__).resolve().parents[2] / "dev" / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((Path(__file__).resolve().parents[3] / "dev" / "pyproject.toml").read_text())["project"]
     registered = project["entry-points"][cli.PLUGIN_GROUP]
     assert set(registered) == set(cli.PLUGINS)
     for target in registered.values():

@@ -24,10 +24,10 @@ from vigil_operator.domain import spec as spec_model
 from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, impossible, parse_spec
 from vigil_operator.domain.status import RFC3339_PATTERN, ConsumerGroupStatus
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CRD_FILE = ROOT / "crds" / "consumergroups.vigil.dev.yaml"
 EXAMPLES = sorted((ROOT / "examples" / "consumergroups").glob("*.yaml"))
-INVALID = sorted((Path(__file__).parent / "fixtures" / "consumergroups" / "invalid").glob("*.yaml"))
+INVALID = sorted((Path(__file__).parents[1] / "fixtures" / "consumergroups" / "invalid").glob("*.yaml"))
 EXPECT = re.compile(r"^# (expect|expect-apiserver|expect-model|expect-status): (.+)$")
 
 CRD: dict[str, Any] = yaml.safe_load(CRD_FILE.read_text())

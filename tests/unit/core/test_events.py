@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from vigil_core import events as ev
 
-FIXTURES = Path(__file__).parent / "fixtures" / "events"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "events"
 STORED = sorted(FIXTURES.glob("v*/*.json"))
 TYPES = {model.model_fields["type"].default for model in ev.EVENT_MODELS}
 

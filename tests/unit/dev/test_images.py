@@ -13,7 +13,7 @@ from vigil_dev.images import plan, runc, spec
 from vigil_operator.domain.injection import InjectionConfig
 from vigil_spark import session
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EPOCH = 1795486335
 # image -> (the `vigil` subcommand it runs, the extra it installs: None = the base install only)
 EXPECTED = {"sidecar": ("sidecar", None), "operator": ("operator", "operator"), "report": ("report", "report")}

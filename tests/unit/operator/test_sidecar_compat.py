@@ -31,7 +31,7 @@ from vigil_sidecar import config, server
 from vigil_sidecar.metrics import Metrics
 from vigil_sidecar.runtime import Sidecar
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 RELEASES = sorted((FIXTURES / "sidecar-compat").glob("[0-9]*"), key=lambda p: tuple(map(int, p.name.split("."))))
 EVENTS = sorted((FIXTURES / "events").glob("v*/*.json"))
 UNKNOWN = {"added_later": {"nested": [1, "two"]}}

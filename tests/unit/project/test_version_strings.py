@@ -6,7 +6,7 @@ from pathlib import Path
 
 from vigil_core.version import VERSION
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: `vigil-sidecar:0.2.0`, `REGISTRY/vigil-report:0.2.0`, `vigil-operator-0.2.0.docker.tar`, `vigil-0.2.0.tgz`
 IMAGE_TAG = re.compile(r"\bvigil(?:-(?:sidecar|operator|report|testapps))?[:-]v?(\d+\.\d+\.\d+)\b")
 #: `version: 0.2.0`, `appVersion: "0.2.0"`, `--version 0.2.0`, `VERSION=0.2.0`

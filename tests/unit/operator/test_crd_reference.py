@@ -11,7 +11,7 @@ import yaml
 from vigil_cli import cli
 from vigil_operator import crd_reference
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CRD: dict[str, Any] = yaml.safe_load((ROOT / "crds" / "consumergroups.vigil.dev.yaml").read_text())
 DOC = ROOT / "docs" / "consumergroup.md"
 

@@ -10,7 +10,7 @@ from vigil_core.version import VERSION
 from vigil_operator.domain.injection import InjectionConfig
 from vigil_operator.settings import OperatorSettings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_package_chart_and_code_agree() -> None:

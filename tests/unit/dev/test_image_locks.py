@@ -9,7 +9,7 @@ import pytest
 
 from vigil_dev.images import lock, spec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 

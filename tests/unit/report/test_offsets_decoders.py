@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from vigil_spark.decode import records as rec
 from vigil_spark.decode.wire import DecodeError, Reader
 
-FIXTURES = Path(__file__).parent / "fixtures" / "consumer_offsets"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "consumer_offsets"
 
 # -- a tiny encoder mirroring the schemas (test-only: the decoder must not be checked against itself) --
 

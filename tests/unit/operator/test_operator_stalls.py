@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from vigil_core import events
 from vigil_operator.domain.stalls import EMPTY, StallBook, StallReport
 
-FIXTURES = Path(__file__).parent / "fixtures" / "events"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "events"
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(minutes=3)
 A, B, C = "orders-0-5f0c2a9e", "orders-1-0d6e8f10", "orders-2-77aa0011"

@@ -10,7 +10,7 @@ import yaml
 from vigil_cli import cli
 from vigil_operator import crd
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CANONICAL = sorted(p.name for p in (ROOT / "crds").glob("*.yaml"))
 PACKAGED = sorted(p.name for p in (ROOT / "operator" / "vigil_operator" / "crds").glob("*.yaml"))
 
