@@ -1,4 +1,4 @@
-"""Restarts of a consumer StatefulSet: rebalances and unowned partitions, stock configurations vs vigil (issue #8).
+"""Restarts of a consumer StatefulSet: rebalances and unowned partitions, stock configurations vs vigil.
 
 A private stack under `--state-dir` (`vigil dev up`): one KRaft node, Kubernetes with a real node running the pods as
 containers from vigil's images, and vigil installed with `helm install` (its operator in a pod, its injection

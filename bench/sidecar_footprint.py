@@ -1,8 +1,8 @@
 """A sidecar's footprint at steady state: RSS, CPU, and broker requests per check, per signal.
 
 A real `vigil sidecar` watches a healthy 2-member group on a fresh local broker for `--seconds`; RSS and CPU come
-from /proc of the sidecar's process, requests from its own metrics. The ratio column compares with the issue's
-targets (RSS ≤ 80 MB, CPU ≤ 1% of a core); the "stock" client sends no extra requests, so requests are absolute.
+from /proc of the sidecar's process, requests from its own metrics. The ratio column compares with the targets
+(RSS ≤ 80 MB, CPU ≤ 1% of a core); the "stock" client sends no extra requests, so requests are absolute.
 
     .venv/bin/python bench/sidecar_footprint.py [--seconds 60]
 """

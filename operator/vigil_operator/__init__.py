@@ -1,1 +1,1 @@
-"""The ConsumerGroup operator and the sidecar-injection webhook (issue #7)."""
+"""The ConsumerGroup operator and the sidecar-injection webhook."""

@@ -231,7 +231,7 @@ def resyncs(*, memo: Any, **_: Any) -> int:
 
 @kopf.on.probe(id="departures_removed")
 def departures_removed(*, memo: Any, **_: Any) -> int:
-    """Members removed at once because their pod was gone or their app container ended (issue #8)."""
+    """Members removed at once because their pod was gone or their app container ended."""
     runtime = memo.get("runtime")
     return runtime.departures.removals if isinstance(runtime, Runtime) else 0
 

@@ -1,1 +1,1 @@
-"""The liveness sidecar: the consumer's HeartbeatThread taken out of the process (issue #5)."""
+"""The liveness sidecar: the consumer's HeartbeatThread taken out of the process."""

@@ -84,7 +84,7 @@ class SidecarSettings(BaseModel):
     cluster: str = "kafka"
     """A name for the Kafka cluster in events."""
     bridge_enabled: bool = False
-    """Heartbeat for this static member while its app is known to be restarting (issue #6): the helper's
+    """Heartbeat for this static member while its app is known to be restarting (the heartbeat bridge): the helper's
     connection closing is the proof; silence never is."""
     max_bridge_seconds: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = (
         liveness.DEFAULT_MAX_BRIDGE_SECONDS

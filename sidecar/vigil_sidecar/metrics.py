@@ -28,7 +28,7 @@ class Metrics:
             "1 while /v1/probe/app fails (a restart was decided)",
             registry=self.registry,
         )
-        # the app's end (its helper's connection) and the heartbeat bridge (issue #6)
+        # the app's end (its helper's connection) and the heartbeat bridge
         self.app_holds = Gauge(
             "vigil_sidecar_app_holds", "Open helper connections (each closes when its app process ends)",
             registry=self.registry,

@@ -1,1 +1,1 @@
-"""The rebalance report: a PySpark job that explains every rebalance (issue #9)."""
+"""The rebalance report: a PySpark job that explains every rebalance."""

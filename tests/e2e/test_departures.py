@@ -1,4 +1,4 @@
-"""Immediate cleanup of departed members (issue #8) end to end: the operator installed by Helm, pods on the real
+"""Immediate cleanup of departed members end to end: the operator installed by Helm, pods on the real
 node running real consumers with injected sidecars, real Kafka. The consumers' session timeout is 30 s, so a member the
 coordinator had to expire by itself would keep its partitions unconsumed for 30 s; vigil removes it at once.
 

@@ -1,4 +1,4 @@
-"""examples/ as a user runs them (issue #10): `kubectl apply` the ConsumerGroup, then the labelled StatefulSet of
+"""examples/ as a user runs them: `kubectl apply` the ConsumerGroup, then the labelled StatefulSet of
 the example app; the operator injects the sidecars, the app consumes as a static group, `kubectl get kcg` says so.
 
 The files are read from disk and changed only where this machine differs from a real cluster (each replacement

@@ -1,4 +1,4 @@
-"""A lost node end to end (issue #8): the real node's kubelet is frozen (SIGSTOP), so the node controller marks the
+"""A lost node end to end: the real node's kubelet is frozen (SIGSTOP), so the node controller marks the
 node NotReady and its pods not Ready, while the containers keep running — a partitioned kubelet. One app is frozen too
 (it stops consuming; its session is 120 s, so stock Kafka keeps its partitions for two minutes); the other keeps
 consuming. vigil removes only the member that stopped committing with records waiting, after the grace.

@@ -1,4 +1,4 @@
-"""Coordinated restarts of a static group (issue #8) end to end: the operator installed by Helm, a 4-pod static
+"""Coordinated restarts of a static group end to end: the operator installed by Helm, a 4-pod static
 StatefulSet (`updateStrategy: OnDelete`) of real consumers with injected sidecars, real Kafka.
 
 Each consumer needs 15 s to start and its session timeout is 10 s: a pod restart outlasts the session, so

@@ -1,4 +1,4 @@
-"""A coordinated restart survives the operator's own death mid-step (issue #8): the operator's process is killed
+"""A coordinated restart survives the operator's own death mid-step: the operator's process is killed
 (SIGKILL) 1 s after it deleted a pod, and the kubelet restarts its container. The bridge state it persisted in
 `status.rollout` before the deletion is resumed by the restarted one, whose heartbeats keep the member alive (session
 15 s, the app needs 15 s to start): no generation bump, counted from the broker's log.

@@ -81,7 +81,7 @@ def test_describe_kip848_group(kafka: KafkaCluster, client: GroupClient) -> None
 def test_a_kip848_group_mid_rebalance_is_described_as_reconciling_not_unknown(
     kafka: KafkaCluster, client: GroupClient
 ) -> None:
-    """Issue #23 point 9. A KIP-848 group waiting for a member to let partitions go (it has rebalance callbacks and
+    """A KIP-848 group waiting for a member to let partitions go (it has rebalance callbacks and
     does not poll, so librdkafka holds the revocation for its poll) is Reconciling. librdkafka's describe says
     Unknown (it knows no KIP-848 state but Stable, Empty and Dead); vigil's describe asks ConsumerGroupDescribe and
     says Reconciling — what /v1/status, the ConsumerGroup status and the watchdog then see."""
@@ -309,7 +309,7 @@ def _view_or_none(client: GroupClient, group: str) -> GroupView | None:
 @pytest.mark.kafka3
 @pytest.mark.parametrize("checked", [True, False], ids=["liveness-checked", "unchecked-as-before-issue-23"])
 def test_a_retried_leave_group_never_removes_a_member_that_polls_again(kafka3: KafkaCluster, checked: bool) -> None:
-    """Issue #23 point 3. A stalled member's eviction is in flight when its coordinator freezes (SIGSTOP, killed
+    """A stalled member's eviction is in flight when its coordinator freezes (SIGSTOP, killed
     once the eviction returned: the LeaveGroup hangs for the request timeout, then the client finds the new
     coordinator and retries). The app polls
     again 5 s into the freeze. LeaveGroup carries no generation, so the retry removes whatever member has that id:
@@ -433,7 +433,7 @@ def test_broker_limits_are_read_from_the_broker(client: GroupClient) -> None:
     assert not limits.from_defaults
     assert limits.min_session_ms == 1000  # the test broker's own setting, not Kafka's default of 6000
     assert limits.consumer_min_session_ms == 6000  # lowered for KIP-848 tests (default 45000)
-    # the KIP-848 timings in effect, the broker's (issue #23 point 8: they were assumed to be Kafka's 45 s / 5 s)
+    # the KIP-848 timings in effect, the broker's (not Kafka's defaults of 45 s / 5 s, once assumed)
     assert (limits.consumer_session_ms, limits.consumer_heartbeat_ms) == (10000, 1000)
 
 
@@ -449,7 +449,7 @@ def test_remove_a_kip848_member_by_member_id(kafka: KafkaCluster, client: GroupC
         outcome = client.remove_member(group, victim.member_id, None, "kip-848 stall", group_type=GroupType.CONSUMER)
         assert outcome.reaction is Reaction.DONE, outcome
         # the coordinator removed it (librdkafka then rejoins at once from its background thread under the same
-        # member id, without a poll: an "undone eviction" the sidecar must escalate — issue #5)
+        # member id, without a poll: an "undone eviction" the sidecar must escalate)
         left = (
             rf"\[GroupId {group}\] Dynamic member {re.escape(victim.member_id)} has left group .*vigil: kip-848 stall"
         )

@@ -232,7 +232,7 @@ def test_a_java_consumer_after_an_eviction(started: Callable[..., Case], protoco
 def test_an_undone_kip848_eviction_is_seen_by_the_member_id_whatever_the_client_id(
     started: Callable[..., Case],
 ) -> None:
-    """Issue #23 point 6. The KIP-848 Java consumer without a listener, `client.id=orders` (not the pod's name, no
+    """The KIP-848 Java consumer without a listener, `client.id=orders` (not the pod's name, no
     instance id): evicted, it rejoins from its background thread under the same member id (KIP-1082: the client
     makes it once) without a poll. The sidecar knows it by the member id its app reported: the eviction is undone,
     and it escalates to a restart. Before the fix it matched a rejoined member by instance id or client.id only, saw

@@ -1,7 +1,7 @@
 """The operator's Kafka side (`vigil_operator.brokers.Brokers`, one GroupClient per cluster on its worker thread)
 against the real broker, with the pure resync (`domain.reconcile`) on what it observed: what the ConsumerGroup
 status says of a KIP-848 group mid-reconciliation, which timings ConfigValid judges a KIP-848 group by, and the
-release of a dead KIP-848 static member's instance id for its replacement (issue #23, the operator's side).
+release of a dead KIP-848 static member's instance id for its replacement.
 """
 
 import asyncio
@@ -70,7 +70,7 @@ def _condition(status: ConsumerGroupStatus, kind: ConditionType) -> tuple[str, s
 def test_a_kip848_group_mid_reconciliation_is_reconciling_in_the_status_and_the_metric(
     kafka: KafkaCluster, brokers: Brokers
 ) -> None:
-    """Issue #23 point 9, the operator's describe path. A KIP-848 group waiting for a member to let partitions go
+    """The operator's describe path: a KIP-848 group waiting for a member to let partitions go
     (rebalance callbacks and no poll: librdkafka holds the revocation for its poll) is Reconciling; librdkafka's
     describe says Unknown. The ConsumerGroup status says Reconciling (the `kubectl get kcg` State column), Ready is
     False for Rebalancing, the Rebalancing condition True, and the group-state metric counts it as Reconciling."""
@@ -108,7 +108,7 @@ def test_a_kip848_group_mid_reconciliation_is_reconciling_in_the_status_and_the_
 
 
 def test_kip848_config_valid_is_judged_by_the_group_s_own_heartbeat(kafka: KafkaCluster, brokers: Brokers) -> None:
-    """Issue #23 (the operator's KIP-848 timing check). The group's own heartbeat interval is 3 s (a group config; the
+    """The operator's KIP-848 timing check: the group's own heartbeat interval is 3 s (a group config; the
     broker's is 1 s); a stall timeout of 5 s is below two of the group's heartbeats. ConfigValid says so, naming the
     group's 3000 ms; judged by the broker's values (what the operator read before) it was Valid."""
     conn = kafka.connection()
@@ -148,7 +148,7 @@ def test_kip848_config_valid_is_judged_by_the_group_s_own_heartbeat(kafka: Kafka
 def test_the_operator_releases_a_dead_kip848_static_member_for_its_replacement(
     kafka: KafkaCluster, brokers: Brokers, tmp_path: Path
 ) -> None:
-    """Issue #23 (the operator's side of the KIP-848 static release). A static member's app is killed (no sidecar:
+    """The operator's side of the KIP-848 static release: a static member's app is killed (no sidecar:
     nobody releases it); the group's session is 45 s. The operator's adapter releases the instance id with the
     observed pair; the replacement takes the member over at once, where it would be refused with
     UNRELEASED_INSTANCE_ID for the session. Then: the same release again is compare-and-release (the instance id is

@@ -1,4 +1,4 @@
-"""The heartbeat bridge (issue #6) against the real broker: the sidecar as a real process, the static app as a real
+"""The heartbeat bridge against the real broker: the sidecar as a real process, the static app as a real
 process killed with SIGKILL and started again, generations counted from the broker's own log.
 
 Timings: session timeout 6 s, heartbeat 1 s (the app's and the bridge's); the app comes back after 2 × the session
@@ -216,7 +216,7 @@ def _bridging_sidecar(
 def test_two_consumer_processes_in_one_pod_the_end_of_one_never_bridges_the_other(
     kafka: KafkaCluster, tmp_path: Path
 ) -> None:
-    """Issue #23 point 2: one pod, one sidecar (its instance id `p0-a`), two app processes with the helper: A (`p0-a`)
+    """One pod, one sidecar (its instance id `p0-a`), two app processes with the helper: A (`p0-a`)
     and B (`p0-b`). A stalls, so B is the last to beacon, then A is killed (-9). The proof (A's helper connection
     closing) binds to A's process: A's member is bridged, B is never touched. Before the fix the bridge took whoever
     beaconed last (B): A expired a session later, B's bridged heartbeat met that rebalance and the bridge removed
@@ -276,14 +276,15 @@ def test_two_consumer_processes_in_one_pod_the_end_of_one_never_bridges_the_othe
 
 
 STALE_SESSION = 10.0
-"""Point 4's session: room for the restarted app (a new Python process) to be back within it on a loaded machine."""
+"""The stale-generation test's session: room for the restarted app (a new Python process) to be back within it on a
+loaded machine."""
 
 
 @pytest.mark.parametrize("back", [True, False], ids=["back-within-the-session", "not-back"])
 def test_a_stale_generation_stops_the_bridge_and_the_session_decides(
     kafka: KafkaCluster, tmp_path: Path, back: bool
 ) -> None:
-    """Issue #23 point 4. The app's last report is a generation behind: it stopped beaconing (SIGUSR2: polls on,
+    """The app's last report is a generation behind: it stopped beaconing (SIGUSR2: polls on,
     reports no more), a joiner's rebalance moved the group to the next generation with the app in it, then the app
     was killed. The bridge heartbeats with the reported generation and gets ILLEGAL_GENERATION: its heartbeats no
     longer count. It stops (`stale-generation`), nothing removed:
@@ -372,7 +373,7 @@ def test_a_stale_generation_stops_the_bridge_and_the_session_decides(
 def test_over_sasl_and_tls_a_bridges_first_heartbeat_waits_for_no_handshake(
     kafka_sasl_tls: KafkaCluster, tmp_path: Path
 ) -> None:
-    """Issue #23 point 11. SASL/SCRAM over TLS, session 6 s: the bridge's client is made and its connection to the
+    """SASL/SCRAM over TLS, session 6 s: the bridge's client is made and its connection to the
     coordinator opened while the app is healthy (at its first beacon, refreshed every few minutes), so after the
     app's kill the first bridged heartbeat is answered at once. Before, the client was made at the first heartbeat:
     the TLS and SASL handshakes (bootstrap, then the coordinator) came first, out of the member's session."""

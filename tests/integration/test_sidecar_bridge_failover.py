@@ -1,4 +1,4 @@
-"""The heartbeat bridge (issue #6) across a coordinator move on the 3-node cluster: while the static app is dead and
+"""The heartbeat bridge across a coordinator move on the 3-node cluster: while the static app is dead and
 bridged, the group's coordinator node is stopped and another node takes the group over. Real brokers, the sidecar
 and the static app as real processes, generations counted from every node's own log.
 

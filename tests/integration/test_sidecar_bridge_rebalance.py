@@ -1,4 +1,4 @@
-"""The heartbeat bridge (issue #6) meeting a foreign rebalance: while the static app is dead and bridged, a third
+"""The heartbeat bridge meeting a foreign rebalance: while the static app is dead and bridged, a third
 member joins the group. Real broker, the sidecar and the static app as real processes, generations counted from the
 broker's own log.
 
@@ -131,7 +131,7 @@ def test_hold_the_app_restarted_inside_the_hold_joins_the_joiners_generation_and
 
 
 HOLD_EXPECTED_RETURN = 60.0
-"""Point 10's hold: an app expected back after a minute that never comes back."""
+"""The hold test's expected return: an app expected back after a minute that never comes back."""
 
 
 def _logged_at(kafka: KafkaCluster, pattern: str) -> list[float]:
@@ -144,7 +144,7 @@ def _logged_at(kafka: KafkaCluster, pattern: str) -> list[float]:
 def test_hold_keeps_an_eager_group_waiting_at_most_one_session_timeout(
     kafka: KafkaCluster, bridged_groups: Callable[..., BridgedGroup]
 ) -> None:
-    """Issue #23 point 10. `hold` with the app expected back in 60 s, and it never comes: while held, the joiner's
+    """`hold` with the app expected back in 60 s, and it never comes: while held, the joiner's
     eager rebalance waits in its join phase, every member revoked. The hold ends at most one session timeout after
     the bridge met the rebalance (what a dead member would have cost without vigil: it expires within its session),
     then the absent member is removed and the join completes. Before the fix the group waited the whole expected

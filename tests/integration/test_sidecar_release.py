@@ -1,4 +1,4 @@
-"""Issue #23 point 7: a KIP-848 static member's app killed and started again. Its old member still holds the
+"""A KIP-848 static member's app killed and started again. Its old member still holds the
 instance id, so the coordinator refuses the new one's join with UNRELEASED_INSTANCE_ID (fatal in the Java client and
 librdkafka) until the old member's session timeout fences it (45 s by default, 45-60 s). Where vigil knows the old
 member is dead — the helper's connection closed with its process — it releases the instance id on the dead member's

@@ -222,7 +222,7 @@ def test_the_progress_signal_alone_alerts_on_a_stalled_app_without_evicting(
 
 
 REBALANCE_STALL = 10.0
-"""Issue #23 point 5: a stall timeout of 10 s, against max.poll.interval.ms 60 s (the join phase's timeout)."""
+"""A stall timeout of 10 s, against max.poll.interval.ms 60 s (the join phase's timeout)."""
 
 
 @pytest.mark.parametrize(
@@ -233,7 +233,7 @@ REBALANCE_STALL = 10.0
 def test_a_stalled_member_blocking_a_rebalance_is_evicted_and_the_group_is_stable_within_the_stall_timeout(
     kafka: KafkaCluster, sidecars: Callable[..., RunningSidecar], protocol: str, before: str, joining: str
 ) -> None:
-    """Issue #23 point 5. A member stalls, then others join, and the rebalance waits on the stalled member: a classic
+    """A member stalls, then others join, and the rebalance waits on the stalled member: a classic
     eager join phase for every member to rejoin (three members, then a fourth); a KIP-848 group for it to let go of
     the partitions the new target takes from it (two members with two partitions each, then two more: each gives
     one up; its app has rebalance callbacks, so librdkafka hands it the revocation in poll, as Java does with a
@@ -294,7 +294,7 @@ def test_a_stalled_member_blocking_a_rebalance_is_evicted_and_the_group_is_stabl
 def test_kip848_timings_are_read_from_the_group_not_assumed(
     kafka: KafkaCluster, sidecars: Callable[..., RunningSidecar]
 ) -> None:
-    """Issue #23 point 8. A KIP-848 group whose own heartbeat interval is 3 s (a group config; the broker's is 1 s,
+    """A KIP-848 group whose own heartbeat interval is 3 s (a group config; the broker's is 1 s,
     Kafka's default 5 s), a stall timeout of 5 s: below two of the group's heartbeats. The sidecar says so once the
     coordinator has answered, naming the group's 3000 ms — never Kafka's assumed 5000 ms (what it said at start
     before the fix, the start knowing no cluster)."""

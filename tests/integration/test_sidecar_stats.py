@@ -147,7 +147,7 @@ def test_an_idle_consumer_is_never_judged_stalled(kafka: KafkaCluster, sidecars:
         idle.close()
 
 
-# --- issue #23 point 1: librdkafka's consumer_lag is LSO minus the *committed* offset --------------------------------
+# --- librdkafka's consumer_lag is LSO minus the *committed* offset ----------------------------------------------------
 
 EOS_STALL = 10.0
 """The issue's scenario: a stall timeout of 10 s."""
@@ -201,7 +201,7 @@ class ExactlyOnceApp:
 def test_an_exactly_once_app_that_consumed_every_record_is_never_evicted(
     kafka: KafkaCluster, sidecars: Callable[..., RunningSidecar]
 ) -> None:
-    """Issue #23 point 1: an exactly-once app whose group already has committed offsets (it ran before: librdkafka
+    """An exactly-once app whose group already has committed offsets (it ran before: librdkafka
     fetches them at assignment, and never again, since the consumer itself never commits) takes bursts of 100
     records and commits them through the transaction, then keeps polling an empty topic. Judged by its position
     (app_offset = the LSO), it waits for nothing: no eviction after either burst (before the fix:

@@ -1,4 +1,4 @@
-"""The heartbeat bridge (issue #6): vigil heartbeats for a static member while its app is known to be restarting.
+"""The heartbeat bridge: vigil heartbeats for a static member while its app is known to be restarting.
 
 `engine` is the whole decision, pure: `start(...)` gates a bridge on proof that the app ended, and
 `step(state, observation, now) -> (state, actions)` runs it; the sidecar (an app container restart) and the operator

@@ -7,7 +7,7 @@ interval, so users can keep a short session timeout. Nothing here does I/O or re
 one clock for the life of a state (Unix time where the state is persisted: the operator writes it to a status
 before it deletes a pod and resumes it after its own restart).
 
-The rules (issue #6; `start` applies the first, `step` the others):
+The rules (`start` applies the first, `step` the others):
 
 1. Only on proof that the app ended (`PROOFS`): silence is never proof, so a stalled but live member expires
    exactly as it would without vigil. Only static members (the instance id is what lets the app take its member
@@ -81,8 +81,8 @@ REFUSAL_CAUSES: Final[tuple[RefusalCause, ...]] = get_args(RefusalCause)
 
 Request = Literal["heartbeat", "remove"]
 RemoveCause = Literal["rebalance", "hold-ended", "generation-moved"]
-"""Why a Remove is due. "generation-moved" is no longer decided (a moved generation stops the heartbeats instead,
-issue #23); it stays readable so a state persisted by an older version resumes as that version decided."""
+"""Why a Remove is due. "generation-moved" is no longer decided (a moved generation stops the heartbeats instead);
+it stays readable so a state persisted by an older version resumes as that version decided."""
 
 _REPLACED: Final = frozenset({"FENCED_INSTANCE_ID", "UNRELEASED_INSTANCE_ID"})
 """STOP answers to a Heartbeat that mean a newer member holds the instance id: the app is back. The outcome table

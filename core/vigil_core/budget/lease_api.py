@@ -2,7 +2,7 @@
 
 Two raw HTTP calls and nothing else — `GET` the Lease and `PUT` it back with the `metadata.resourceVersion` it was
 read at — so the sidecar needs neither the `kubernetes` client (it stays small: aiohttp only) nor more RBAC than
-`get`/`update` on one pre-created Lease (`create` cannot be limited by `resourceNames`, research §6). A `409
+`get`/`update` on one pre-created Lease (RBAC cannot limit `create` by `resourceNames`). A `409
 Conflict` means another sidecar wrote in between: read again, decide again on the new content, retry (bounded).
 
 Every failure is an answer, never an exception: `BudgetUnavailable`. The sidecar treats it as "no permit" and

@@ -1,7 +1,7 @@
 """The eviction budget's ledger: what the sidecars of one group share through their Lease, and the permit rule.
 
 Why a shared ledger: when many members stall at once the cause is outside them (a database, the network), and
-evicting them only adds rebalances (DESIGN §4, "Do no harm"). A sidecar sees only its own pod, so the sidecars of
+evicting them only adds rebalances (vigil's first rule: do no harm). A sidecar sees only its own pod, so the sidecars of
 a group publish their poll ages into one Kubernetes Lease and an eviction needs a permit granted against that
 shared view, written back with compare-and-swap (`lease_api`).
 

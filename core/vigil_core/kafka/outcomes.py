@@ -34,8 +34,8 @@ Why, for the cells that are not obvious:
   4.x LeaveGroup path; kept so a future broker's answer is not retried (a fenced KIP-848 member has lost its
   partitions; an unreleased instance id belongs to someone else).
 - Heartbeat, REBALANCE_IN_PROGRESS → REFRESH_AND_RETRY: the heartbeat counted (the coordinator rescheduled the
-  member's timer). Stopping a bridge here makes things worse (research §9: the absent member is kept, given
-  partitions, then expired at pending-sync, a second rebalance), so re-describe and apply `onForeignRebalance`.
+  member's timer). Stopping a bridge here makes things worse (the absent member is kept, given
+  partitions, then expired at pending sync: a second rebalance), so re-describe and apply `onForeignRebalance`.
 - Heartbeat, ILLEGAL_GENERATION → STOP: the member is there but the generation moved on without it (ours, the
   app's last report, is stale) and the heartbeat did not count (the coordinator validates the generation before it
   reschedules the member's session: GroupMetadataManager `validateClassicGroupHeartbeat`). Removing the member would

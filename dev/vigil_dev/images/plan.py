@@ -145,7 +145,7 @@ def base_hooks(base: spec.Base) -> list[str]:
 def mmdebstrap_argv(base: spec.Base, target: str, sources: Sequence[Suite]) -> list[str]:
     """The base rootfs into directory `target` (root mode: this runs as root; no user namespaces needed).
 
-    merged-usr hook: otherwise apt picks `usrmerge` and with it perl (189 MB instead of 141 MB, research). The
+    merged-usr hook: otherwise apt picks `usrmerge` and with it perl (189 MB instead of 141 MB, measured). The
     essential hook creates man1 because openjdk's postinst registers man pages with update-alternatives, which fails
     when the dpkg filter dropped the directory.
     """

@@ -1,4 +1,4 @@
-"""Members whose consumer is provably gone, removed at once instead of after their session timeout (issue #8).
+"""Members whose consumer is provably gone, removed at once instead of after their session timeout.
 
 A member that vanished without a LeaveGroup keeps its partitions until the coordinator expires it: a session
 timeout (45 s by default, often minutes for static members) of partitions nobody consumes. The operator sees

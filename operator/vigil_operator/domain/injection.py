@@ -1,4 +1,4 @@
-"""What the mutating webhook does to a pod: add the vigil sidecar and wire the app to it (issue #7).
+"""What the mutating webhook does to a pod: add the vigil sidecar and wire the app to it.
 
 Pure: the admitted pod, its ConsumerGroup spec and the operator's settings in, a `Decision` out. The kopf adapter
 turns `Decision.changes` (whole top-level values to replace) into a JSON patch and `warnings` into admission

@@ -1,4 +1,4 @@
-"""Members on a lost node: removed only with evidence that they stopped consuming (issue #8).
+"""Members on a lost node: removed only with evidence that they stopped consuming.
 
 A node that stops reporting (NotReady / Unknown) says nothing certain about its pods: a partition between the
 kubelet and the API server leaves the consumers running and talking to Kafka. The coordinator keeps a dead

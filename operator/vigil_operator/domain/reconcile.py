@@ -215,7 +215,7 @@ def _conditions(
         cs = put(cs, ConditionType.REBALANCING, "True" if view.rebalancing else "False", view.state.value, said)
         ready = _readiness(view, status, config)
         cs = put(cs, ConditionType.READY, *ready)
-    restart = cond.find(cs, ConditionType.RESTART_IN_PROGRESS)  # owned by the restart coordinator (#8) once it runs
+    restart = cond.find(cs, ConditionType.RESTART_IN_PROGRESS)  # owned by the restart coordinator once it runs
     if restart is None:
         cs = put(cs, ConditionType.RESTART_IN_PROGRESS, "False", "NoRestart", "No coordinated restart is running.")
     else:

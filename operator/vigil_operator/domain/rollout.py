@@ -1,4 +1,4 @@
-"""Coordinated restarts of a static group's StatefulSet, one pod at a time, with no rebalance (issue #8). Pure.
+"""Coordinated restarts of a static group's StatefulSet, one pod at a time, with no rebalance. Pure.
 
 A static member (KIP-345) whose app comes back inside its session timeout, in a Stable group with the same
 protocol, takes its member id back without a rebalance. A pod restart takes longer than a short session timeout,

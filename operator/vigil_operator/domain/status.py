@@ -76,7 +76,7 @@ class RolloutPhase(StrEnum):
 
 
 class RolloutStatus(_Status):
-    """A coordinated restart of a static group's StatefulSet (issue #8), persisted so an operator restart resumes it."""
+    """A coordinated restart of a static group's StatefulSet, persisted so an operator restart resumes it."""
 
     target_revision: str
     """The StatefulSet's updateRevision being rolled out (or `restart@<time>` for a restart request)."""

@@ -1,4 +1,4 @@
-"""The app's end and what follows it (issue #6): the helper's idle connections (`POST /v1/hold`) prove an app
+"""The app's end and what follows it: the helper's idle connections (`POST /v1/hold`) prove an app
 process ended; its member is then bridged (heartbeats from the sidecar until the restarted app takes it back: the
 `bridge` engine decides, `BridgeRunner` sends) or, a KIP-848 static member, its instance id released for the
 restart. Owns the holds, the members each app process reported, the app's ends, the running bridge with its own

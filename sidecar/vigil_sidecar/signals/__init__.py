@@ -1,1 +1,2 @@
-"""How the sidecar learns that the app is alive: the beacon (progress and stats signals come with issue #5)."""
+"""How the sidecar learns that the app is alive: the beacon, the progress signal (committed offsets)
+and the stats signal (librdkafka's statistics)."""

@@ -1,4 +1,4 @@
-"""The watchdog: the consumer's HeartbeatThread taken out of the process, as pure decisions (issue #5 §1–§2).
+"""The watchdog: the consumer's HeartbeatThread taken out of the process, as pure decisions.
 
 `decide(state, observation, now) -> (state, actions)` is the whole of it; the asyncio process that feeds it
 observations (beacons, describe results, coordinator lookups, action results, ticks) and carries out its actions

@@ -252,7 +252,7 @@ def test_c_at_most_one_remove_and_only_after_a_foreign_rebalance(world: World) -
         return
     before = [name for t, name in world.answered if t <= removes[0]]
     assert "REBALANCE_IN_PROGRESS" in before
-    assert "ILLEGAL_GENERATION" not in before  # a moved generation stops the heartbeats, never removes (#23)
+    assert "ILLEGAL_GENERATION" not in before  # a moved generation stops the heartbeats, never removes
     cfg = world.config
     if cfg.on_foreign_rebalance == "hold":
         met = next(t for t, name in world.answered if name == "REBALANCE_IN_PROGRESS")

@@ -1,5 +1,5 @@
 """The group state vigil reports everywhere (the sidecar's watchdog and /v1/status, the ConsumerGroup status, its
-conditions and the operator's metric), named once in `vigil_core.kafka.model` (issue #23 point 9).
+conditions and the operator's metric), named once in `vigil_core.kafka.model`.
 
 librdkafka's describe names no KIP-848 state but Stable, Empty and Dead (`rd_kafka_consumer_group_state_code`):
 Assigning and Reconciling come back Unknown, and only then is ConsumerGroupDescribe asked; its answer names them.

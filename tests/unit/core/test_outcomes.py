@@ -238,7 +238,7 @@ def test_an_outcome_prints_as_one_log_line() -> None:
 
 
 def test_rebalance_while_bridging_never_stops_the_bridge() -> None:
-    # research §9: stopping lets the coordinator hand the absent member partitions, then expire it: two rebalances
+    # stopping lets the coordinator hand the absent member partitions, then expire it: two rebalances
     assert classify(Api.HEARTBEAT, code_of("REBALANCE_IN_PROGRESS")).reaction is not Reaction.STOP
 
 

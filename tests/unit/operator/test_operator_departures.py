@@ -1,4 +1,4 @@
-"""Departed members (issue #8, immediate cleanup) as a pure decision, and the pod facts it is judged by.
+"""Departed members (immediate cleanup) as a pure decision, and the pod facts it is judged by.
 
 Expectations follow the rules `domain.departures` states: only proof (a pod gone or re-created, or an app
 container that ended provably after the member was first seen) and, for static members, only an ordinal at or

@@ -1,6 +1,6 @@
 """A ConsumerGroup's resync loop (domain.pacing): when it resyncs, and that once kopf asks it to stop — the replica
 pauses for a peer with a higher priority, the group is deleted, the operator exits — no resync starts and a resync
-in flight begins no further step (issue #24: a paused replica resynced once more after "Pausing operations")."""
+in flight begins no further step (a paused replica used to resync once more after "Pausing operations")."""
 
 import enum
 

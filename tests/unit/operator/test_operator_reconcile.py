@@ -315,7 +315,7 @@ STATE_CASES = [
     (GroupState.RECONCILING, KIP848, True, "False", "Rebalancing", "True"),
     (GroupState.ASSIGNING, KIP848, True, "False", "Rebalancing", "True"),
     (GroupState.EMPTY, KIP848, False, "False", "GroupEmpty", "False"),
-    # ConsumerGroupDescribe failed: librdkafka's Unknown in a KIP-848 group is Assigning or Reconciling (issue #23)
+    # ConsumerGroupDescribe failed: librdkafka's Unknown in a KIP-848 group is Assigning or Reconciling
     (GroupState.UNKNOWN, KIP848, True, "False", "Rebalancing", "True"),
 ]
 

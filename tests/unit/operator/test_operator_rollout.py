@@ -1,4 +1,4 @@
-"""The coordinated restart planner (issue #8) as a pure function: (spec, StatefulSet, pods, group, last rollout,
+"""The coordinated restart planner as a pure function: (spec, StatefulSet, pods, group, last rollout,
 how the step's bridge ended, now) → (rollout, actions). Expectations follow the rules `domain.rollout` states."""
 
 from datetime import UTC, datetime, timedelta

@@ -1,4 +1,4 @@
-"""The layout rules of DESIGN §3 hold: our `operator/` folder never shadows the stdlib module; the shipped wheel
+"""The packaging layout holds: our `operator/` folder never shadows the stdlib module; the shipped wheel
 holds the shipped packages only (vigil_dev and the test apps are their own distributions)."""
 
 import importlib

@@ -2,7 +2,7 @@
 
 One node per machine (`node-real`): a kubelet on containerd + runc, CNI bridge networking and kube-proxy, all
 beside the control plane in `controlplane.py`. Why each setting is what it is (measured on this machine kind,
-see `../NOTES.md` and shared/research/real-node.md):
+see `../NOTES.md`):
 - every address lives on interfaces the stack creates: the node IP on a port-less bridge of its own (the kernel
   here has no dummy driver), the pod gateway on the pod bridge; pods get routes to the node IP and the service
   range only (no default route), and the stack's whole /16 is routed into the node interface on the host, so
