@@ -10,9 +10,6 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 
-#: Subcommands whose issue has not landed yet: name -> (what it will do, the issue that delivers it).
-PENDING: dict[str, tuple[str, str]] = {}
-
 #: Subcommands of an extra: name -> (module with `main(argv) -> int`, the extra it needs, help). Imported when run,
 #: so `vigil sidecar` (the sidecar image: no extra) never imports the operator's or the report's libraries.
 EXTRAS: dict[str, tuple[str, str, str]] = {
@@ -46,8 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser(name, help=text, add_help=False)
     for name, (_, _, text) in EXTRAS.items():
         sub.add_parser(name, help=text, add_help=False)
-    for name, (text, issue) in PENDING.items():
-        sub.add_parser(name, help=f"{text} (not yet: {issue})", add_help=False)
     return parser
 
 
@@ -60,10 +55,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return sidecar_main(rest)
     if args.command in EXTRAS:
         return _run_extra(args.command, rest)
-    if args.command in PENDING:
-        text, issue = PENDING[args.command]
-        print(f"vigil {args.command}: not implemented yet — lands with issue {issue} ({text})", file=sys.stderr)
-        return 2
     run = _plugin(args.command)
     if run is None:
         print(f"vigil {args.command}: needs a development checkout of vigil (make setup installs vigil_dev); "

@@ -1,4 +1,4 @@
-"""The `vigil` command: pending subcommands say which issue brings them; user errors are one line, no traceback."""
+"""The `vigil` command: user errors are one line, no traceback."""
 
 import subprocess
 import sys
@@ -6,18 +6,6 @@ import sys
 import pytest
 
 from vigil_cli import cli
-
-
-def test_pending_subcommand_names_its_issue_and_exits_2(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    command, issue = "someday", "#99 Someday"  # every subcommand has landed: the mechanism, with one of its own
-    monkeypatch.setitem(cli.PENDING, command, ("do it later", issue))
-    assert cli.main([command, "--anything"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"vigil {command}: not implemented yet")
-    assert issue in err
-    assert err.count("\n") == 1
 
 
 def test_dev_status_without_a_stack_says_so(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -81,7 +81,6 @@ def test_out_is_required(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_report_is_wired_into_the_vigil_command() -> None:
     assert core_cli.EXTRAS["report"][:2] == ("vigil_spark.cli", "report")
-    assert "report" not in core_cli.PENDING
 
 
 def test_spark_errors_are_cut_to_their_first_line() -> None:
