@@ -11,6 +11,7 @@ kopf.
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -88,37 +89,37 @@ class Brokers:
     async def remove(self, connection: KafkaConnection, group_id: str, member_id: str, instance_id: str | None,
                      reason: str) -> Outcome:  # fmt: skip
         """Compare-and-remove one member (the pair observed); every failure as an Outcome, never raised."""
-        cluster = self._cluster(connection)
-
-        def remove() -> Outcome:
-            cluster.requests += 1
-            return _client(cluster).remove_member(group_id, member_id, instance_id, reason)
-
-        try:
-            return await asyncio.get_running_loop().run_in_executor(cluster.worker, remove)
-        except GroupClientError as exc:
-            return exc.outcome
-        except (KafkaException, RuntimeError, OSError) as exc:
-            log.warning("remove %s from %s: %s", member_id, group_id, _one_line(exc))
-            return classify(Api.LEAVE_GROUP, TRANSPORT_ERROR)
+        return await self._member_request(
+            connection, lambda client: client.remove_member(group_id, member_id, instance_id, reason),
+            Api.LEAVE_GROUP, f"remove {member_id} from {group_id}",
+        )  # fmt: skip
 
     async def release(self, connection: KafkaConnection, group_id: str, member_id: str, instance_id: str
                       ) -> Outcome:  # fmt: skip
         """Release a dead KIP-848 static member's instance id on its behalf, compare-and-release
         (`GroupClient.release_static_member`, as the sidecar does); every failure as an Outcome, never raised."""
+        return await self._member_request(
+            connection, lambda client: client.release_static_member(group_id, member_id, instance_id),
+            Api.CONSUMER_GROUP_HEARTBEAT, f"release {member_id} of {group_id}",
+        )  # fmt: skip
+
+    async def _member_request(self, connection: KafkaConnection, call: Callable[[GroupClient], Outcome], api: Api,
+                              what: str) -> Outcome:  # fmt: skip
+        """One request about one member on the cluster's worker: a refusal as its Outcome, a transport failure as
+        `api`'s transport error (logged as `what`)."""
         cluster = self._cluster(connection)
 
-        def release() -> Outcome:
+        def send() -> Outcome:
             cluster.requests += 1
-            return _client(cluster).release_static_member(group_id, member_id, instance_id)
+            return call(_client(cluster))
 
         try:
-            return await asyncio.get_running_loop().run_in_executor(cluster.worker, release)
+            return await asyncio.get_running_loop().run_in_executor(cluster.worker, send)
         except GroupClientError as exc:
             return exc.outcome
         except (KafkaException, RuntimeError, OSError) as exc:
-            log.warning("release %s of %s: %s", member_id, group_id, _one_line(exc))
-            return classify(Api.CONSUMER_GROUP_HEARTBEAT, TRANSPORT_ERROR)
+            log.warning("%s: %s", what, _one_line(exc))
+            return classify(api, TRANSPORT_ERROR)
 
     async def static_members_left(self, connection: KafkaConnection, group_id: str) -> frozenset[str]:
         """The KIP-848 group's static members whose instance id is released already (epoch -2); empty when that
