@@ -90,8 +90,7 @@ class Runtime:
         self.rollout.stop(uid)
         self._requests.pop(key, None)
         self._resynced.pop(key, None)
-        if self._states.pop(key, None) is not None:
-            self.metrics.count_states(self._states.values())
+        self.metrics.move_state(self._states.pop(key, None), None)
 
     async def sync(
         self, body: Mapping[str, Any], pods: Iterable[PodFacts], others: Iterable[claims.Claim], post: Post,
@@ -109,8 +108,9 @@ class Runtime:
         self.syncs += 1
         self.metrics.resyncs.inc()
         key = (str(body["metadata"]["namespace"]), str(body["metadata"]["name"]))
-        self._states[key] = model.by_name(GroupState, status.state or "", GroupState.UNKNOWN)
-        self.metrics.count_states(self._states.values())
+        state = model.by_name(GroupState, status.state or "", GroupState.UNKNOWN)
+        self.metrics.move_state(self._states.get(key), state)
+        self._states[key] = state
         return status
 
     async def _sync(

@@ -98,7 +98,7 @@ def test_a_kip848_group_mid_reconciliation_is_reconciling_in_the_status_and_the_
         assert _condition(status, ConditionType.READY)[:2] == ("False", "Rebalancing")
         assert _condition(status, ConditionType.REBALANCING)[:2] == ("True", "Reconciling")
         metrics = OperatorMetrics()
-        metrics.count_states([GroupState(status.state)])
+        metrics.move_state(None, GroupState(status.state))
         sample = metrics.registry.get_sample_value
         assert sample("vigil_operator_group_state", {"state": "Reconciling"}) == 1
         assert sample("vigil_operator_group_state", {"state": "Unknown"}) == 0
