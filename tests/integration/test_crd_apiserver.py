@@ -38,7 +38,7 @@ WHEN = "2026-01-02T03:04:05Z"
 
 def _cases() -> ModuleType:
     """The fixture readers and spec strategies of test_crd_schema.py, shared rather than copied."""
-    path = Path(__file__).parents[1] / "unit" / "test_crd_schema.py"
+    path = Path(__file__).parents[1] / "unit" / "operator" / "test_crd_schema.py"
     spec = importlib.util.spec_from_file_location("_vigil_crd_cases", path)
     assert spec is not None
     assert spec.loader is not None
