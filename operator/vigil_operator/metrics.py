@@ -1,11 +1,21 @@
-"""Prometheus metrics of the operator (`/metrics` on `--metrics-port`). Labels are bounded vocabularies (causes,
-outcomes), never a group, member or pod name: one operator watches thousands of groups."""
+"""Prometheus metrics of the operator (`/metrics` on `--metrics-port`).
 
+Counters of the operator's own work have bounded labels (causes, outcomes). The per-group series
+(`vigil_operator_consumergroup_*`) carry the ConsumerGroup's namespace and name and the Kafka group id, one series
+per group and never a member or pod name (members come and go; groups are what a team alerts on); a deleted
+ConsumerGroup's series go with it."""
+
+import contextlib
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from vigil_core.kafka.model import GroupState
+from vigil_operator.domain.readings import Readings
+
+GROUP_LABELS = ("namespace", "consumergroup", "group")
+"""The ConsumerGroup's namespace and name, and its Kafka group id."""
+GroupLabels = tuple[str, str, str]
 
 
 class OperatorMetrics:
@@ -45,6 +55,53 @@ class OperatorMetrics:
         )  # fmt: skip
         for state in GroupState:  # every state at 0, so a dashboard sees a state empty out rather than vanish
             self.group_states.labels(state.value).set(0)
+        self.status_writes = Counter(
+            "vigil_operator_status_writes", "ConsumerGroup status writes (a resync that changed nothing writes none)",
+            registry=self.registry,
+        )  # fmt: skip
+        self.group_state = Gauge(
+            "vigil_operator_consumergroup_state", "1 for the Kafka group state the group's last resync saw",
+            [*GROUP_LABELS, "state"], registry=self.registry,
+        )  # fmt: skip
+        self.group_members = Gauge(
+            "vigil_operator_consumergroup_members", "Members in the group at its last resync", GROUP_LABELS,
+            registry=self.registry,
+        )  # fmt: skip
+        self.group_lag = Gauge(
+            "vigil_operator_consumergroup_lag",
+            "Committed lag at the last resync: over the members' assigned partitions, the read_committed end offset"
+            " minus the committed offset, summed (absent when unknown)", GROUP_LABELS, registry=self.registry,
+        )  # fmt: skip
+        self.group_rebalances = Counter(
+            "vigil_operator_consumergroup_rebalances",
+            "Rebalances of the group, counted from its generation (classic) or group epoch (KIP-848) delta between"
+            " two resyncs", GROUP_LABELS, registry=self.registry,
+        )  # fmt: skip
+        self.group_resynced = Gauge(
+            "vigil_operator_consumergroup_last_resync_timestamp_seconds", "Unix time of the group's last resync",
+            GROUP_LABELS, registry=self.registry,
+        )  # fmt: skip
+
+    def read_group(self, labels: GroupLabels, last: Readings | None, now: Readings, rebalances: int) -> None:
+        """One ConsumerGroup's resync: its series set (only those that changed are touched beyond the time)."""
+        if last is None or last.state is not now.state:
+            if last is not None:
+                _remove(self.group_state, *labels, last.state.value)
+            self.group_state.labels(*labels, now.state.value).set(1)
+        self.group_members.labels(*labels).set(now.members)
+        if now.lag is not None:
+            self.group_lag.labels(*labels).set(now.lag)
+        elif last is not None and last.lag is not None:
+            _remove(self.group_lag, *labels)
+        self.group_rebalances.labels(*labels).inc(rebalances)
+        self.group_resynced.labels(*labels).set(now.resynced_at)
+
+    def forget_group(self, labels: GroupLabels, last: Readings | None) -> None:
+        """The ConsumerGroup is gone from this replica (deleted, or its loop stopped): its series go."""
+        if last is not None:
+            _remove(self.group_state, *labels, last.state.value)
+        for metric in (self.group_members, self.group_lag, self.group_rebalances, self.group_resynced):
+            _remove(metric, *labels)
 
     def move_state(self, before: GroupState | None, after: GroupState | None) -> None:
         """One ConsumerGroup's state changed (None: not resynced here): O(1) per resync, whatever the group count."""
@@ -60,3 +117,8 @@ class OperatorMetrics:
         ServiceMonitor)."""
         server, _ = start_http_server(port, bind, registry=self.registry)
         return server
+
+
+def _remove(metric: Gauge | Counter, *labels: str) -> None:
+    with contextlib.suppress(KeyError):  # never set (e.g. no lag known)
+        metric.remove(*labels)

@@ -11,6 +11,7 @@ whose consumer is gone), rollout (coordinated restarts), stalls (the sidecars' r
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,12 +24,13 @@ from vigil_core.kafka import model
 from vigil_core.kafka.model import GroupState
 from vigil_operator import credentials
 from vigil_operator.brokers import Brokers
-from vigil_operator.domain import claims, conditions, reconcile
+from vigil_operator.domain import claims, conditions, readings, reconcile
+from vigil_operator.domain.readings import Readings
 from vigil_operator.domain.reconcile import GroupFacts, Notice, Observation, PodFacts, Unreachable
 from vigil_operator.domain.spec import SpecError, parse_spec
 from vigil_operator.domain.status import ConditionType, ConsumerGroupStatus
 from vigil_operator.k8s.api import KubeApi, KubeError
-from vigil_operator.metrics import OperatorMetrics
+from vigil_operator.metrics import GroupLabels, OperatorMetrics
 from vigil_operator.rollouts import Rollouts
 from vigil_operator.settings import OperatorSettings
 from vigil_operator.shells.base import Post, StopFlag, SyncStoppedError, dump, step, stopping, unless_stopped
@@ -57,8 +59,8 @@ class Runtime:
     """Per ConsumerGroup: a resync asked of its loop (a spec change, a pod's event; domain.pacing)."""
     _resynced: dict[Key, int] = field(default_factory=dict)
     """Per ConsumerGroup: the spec generation its loop last resynced."""
-    _states: dict[Key, GroupState] = field(default_factory=dict)
-    """Per ConsumerGroup whose loop runs here: the group state its last resync wrote (the group-state metric)."""
+    _readings: dict[Key, tuple[GroupLabels, Readings]] = field(default_factory=dict)
+    """Per ConsumerGroup whose loop runs here: its last readings (domain.readings) under its metric labels."""
 
     def __post_init__(self) -> None:
         self.events = Emitter(self.settings.events_topic)
@@ -90,7 +92,10 @@ class Runtime:
         self.rollout.stop(uid)
         self._requests.pop(key, None)
         self._resynced.pop(key, None)
-        self.metrics.move_state(self._states.pop(key, None), None)
+        labels, last = self._readings.pop(key, (None, None))
+        if labels is not None and last is not None:
+            self.metrics.move_state(last.state, None)
+            self.metrics.forget_group(labels, last)
 
     async def sync(
         self, body: Mapping[str, Any], pods: Iterable[PodFacts], others: Iterable[claims.Claim], post: Post,
@@ -107,11 +112,27 @@ class Runtime:
             lock.release()
         self.syncs += 1
         self.metrics.resyncs.inc()
-        key = (str(body["metadata"]["namespace"]), str(body["metadata"]["name"]))
-        state = model.by_name(GroupState, status.state or "", GroupState.UNKNOWN)
-        self.metrics.move_state(self._states.get(key), state)
-        self._states[key] = state
         return status
+
+    def _read(self, key: Key, group_id: str, status: ConsumerGroupStatus, facts: GroupFacts | Unreachable) -> None:
+        """The group's readings on `/metrics` (domain.readings): state, members, lag, rebalances, the resync's time."""
+        labels: GroupLabels = (*key, group_id)
+        old_labels, last = self._readings.get(key, (labels, None))
+        if old_labels != labels and last is not None:  # the spec names another Kafka group now
+            self.metrics.forget_group(old_labels, last)
+            self.metrics.move_state(last.state, None)
+            last = None
+        now, rebalances = readings.next_readings(
+            last,
+            state=model.by_name(GroupState, status.state or "", GroupState.UNKNOWN),
+            members=status.member_count,
+            lag=reconcile.lag(facts) if isinstance(facts, GroupFacts) else None,
+            generation=facts.generation if isinstance(facts, GroupFacts) else None,
+            now=time.time(),
+        )
+        self.metrics.move_state(last.state if last is not None else None, now.state)
+        self.metrics.read_group(labels, last, now, rebalances)
+        self._readings[key] = (labels, now)
 
     async def _sync(
         self, body: Mapping[str, Any], pods: list[PodFacts], others: list[claims.Claim], post: Post,
@@ -157,7 +178,8 @@ class Runtime:
         if isinstance(facts, GroupFacts):
             self.departures.remember(str(meta["uid"]), status.members, now)
         step(stop, "before writing the status")
-        await self.kube.apply_status(namespace, name, dump(status))
+        await self._write(body, status)
+        self._read((namespace, name), spec.group_id, status, facts)
         for notice in notices:  # they tell what this status changed: they go with it
             post(notice)
         if (reason := stopping(stop)) is not None:
@@ -165,24 +187,31 @@ class Runtime:
         elif owner is None:
             await self.budgets.provision(body, spec, post)
             if isinstance(facts, GroupFacts) and connection is not None:
-                self.events.snapshot(connection, namespace, spec.group_id, status, now)
+                self.events.snapshot(connection, namespace, spec.group_id, status, lag=reconcile.lag(facts), now=now)
         return status
 
     async def _invalid(
         self, body: Mapping[str, Any], previous: ConsumerGroupStatus, problem: str, *, now: datetime, post: Post
     ) -> ConsumerGroupStatus:
-        meta = body["metadata"]
-        namespace, name, generation = meta["namespace"], meta["name"], int(meta.get("generation") or 0)
+        generation = int(body["metadata"].get("generation") or 0)
         cs = previous.conditions
         for kind in (ConditionType.CONFIG_VALID, ConditionType.READY):
             cs = conditions.with_condition(cs, kind, "False", "InvalidSpec", problem, generation=generation, now=now)
         status = previous.model_copy(update={"observed_generation": generation, "conditions": cs})
-        await self.kube.apply_status(namespace, name, dump(status))
+        await self._write(body, status)
         if conditions.find(previous.conditions, ConditionType.CONFIG_VALID) != conditions.find(
             cs, ConditionType.CONFIG_VALID
         ):
             post(Notice("Warning", "InvalidSpec", problem))
         return status
+
+    async def _write(self, body: Mapping[str, Any], status: ConsumerGroupStatus) -> None:
+        """Apply the status, unless it is what the CR holds already: a resync that found nothing new writes nothing."""
+        if _holds(body, status):
+            return
+        meta = body["metadata"]
+        await self.kube.apply_status(meta["namespace"], meta["name"], dump(status))
+        self.metrics.status_writes.inc()
 
     def close(self) -> None:
         self.rollout.close()
@@ -198,6 +227,18 @@ def _previous(body: Mapping[str, Any]) -> ConsumerGroupStatus:
         return ConsumerGroupStatus.model_validate(raw)
     except ValidationError:
         return ConsumerGroupStatus()
+
+
+def _holds(body: Mapping[str, Any], status: ConsumerGroupStatus) -> bool:
+    """The CR holds `status` already. Compared as parsed (the apiserver fills the schema's defaults in); a field of
+    an older release (e.g. `lag`, `lastSyncTime`) makes it differ, so the next write drops it (server-side apply)."""
+    stored = {k: v for k, v in (body.get("status") or {}).items() if k != "report"}
+    if not set(stored) <= _OWN_ALIASES:
+        return False
+    try:
+        return ConsumerGroupStatus.model_validate(stored) == status
+    except ValidationError:
+        return False
 
 
 _OWN_ALIASES = frozenset(f.alias or n for n, f in ConsumerGroupStatus.model_fields.items()) - {"report"}

@@ -12,7 +12,6 @@ import re
 import signal
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -32,6 +31,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
 SESSION_MS = 30_000
 PARTITIONS = 6
 WITHIN = 5.0
+RESYNCED = "vigil_operator_consumergroup_last_resync_timestamp_seconds"
+"""When the operator last resynced a ConsumerGroup (its /metrics, per group)."""
 """The issue's bound: departed members gone, partitions reassigned, within 5 s (stock: the 30 s session)."""
 LEFT = (
     r"\[Group(?:Id)? {g}\] (?:Dynamic |Static )?[Mm]ember (\S+)(?: with instance id \S+)? has left group through"
@@ -59,18 +60,19 @@ class Group(ConsumerSet):
             env={"KAFKA_GROUP_PROTOCOL": "consumer"} if kip848 else None,
         )  # fmt: skip
 
-    def known_for(self, members: dict[str, dict[str, Any]], seconds: float) -> None:
+    def known_for(self, operator: RunningOperator, members: dict[str, dict[str, Any]], seconds: float) -> None:
         """Until a resync more than `seconds` after the one that showed `members`: the operator acts only on an
-        end provably after it first saw a member (departures.CLOCK_SKEW), as on a user's kill of a settled pod."""
+        end provably after it first saw a member (departures.CLOCK_SKEW), as on a user's kill of a settled pod. The
+        time of a resync is the group's `…_last_resync_timestamp_seconds` on the operator's /metrics."""
         ids = {m["memberId"] for m in members.values()}
 
-        def seen() -> tuple[datetime, set[str]]:
-            status = status_of(self.kube, self.namespace, self.name)
-            synced = datetime.fromisoformat(status["lastSyncTime"].replace("Z", "+00:00"))
-            return synced, {m["memberId"] for m in status.get("members") or []}
+        def seen() -> tuple[float, set[str]]:
+            synced = operator.metric(RESYNCED, namespace=self.namespace, consumergroup=self.name)
+            return synced, {m["memberId"] for m in status_of(self.kube, self.namespace, self.name).get("members") or []}
 
-        first = seen()[0]
-        wait_for(seen, lambda s: s[0] > first + timedelta(seconds=seconds) and ids <= s[1], timeout=30,
+        first = wait_for(seen, lambda s: s[0] > 0 and ids <= s[1], timeout=30,
+                         what=f"{self.group}: a resync showing the members on the operator's /metrics")[0]  # fmt: skip
+        wait_for(seen, lambda s: s[0] > first + seconds and ids <= s[1], timeout=30,
                  what=f"{self.group}: a resync {seconds}s after the members were mapped, the same ones")  # fmt: skip
 
     def left_by_vigil(self) -> dict[str, str]:
@@ -98,7 +100,7 @@ def test_a_killed_dynamic_members_partitions_move_at_once(
     KIP-848 member from Kafka 4.0 on)."""
     g = make_group(3, "dynamic", protocol)
     members = g.mapped(3)
-    g.known_for(members, 1.5)
+    g.known_for(operator, members, 1.5)
     victim = f"{g.name}-1"
     old = members[victim]["memberId"]
     removed_before = operator.count("departures_removed")

@@ -7,7 +7,7 @@ import json
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,8 @@ from vigil_operator import brokers
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
 
 RESYNC_SECONDS = 3
+RESYNCED = "vigil_operator_consumergroup_last_resync_timestamp_seconds"
+"""When the operator last resynced a ConsumerGroup (its /metrics, per group)."""
 """The e2e release's --resync-seconds (`release.install_operator`'s default): each group's timer."""
 CONNECT_TIMEOUT = 10
 """The operator's Kafka request timeout: how long a connect to a broker that never answers waits."""
@@ -93,11 +95,29 @@ def live_group(kube: Kube, kafka: KafkaCluster, operator: RunningOperator) -> It
         kube.core.delete_namespace(namespace)
 
 
+def quiet_resyncs(kube: Kube, operator: RunningOperator, namespace: str, name: str) -> Callable[[], int]:
+    """A counter of the ConsumerGroup's resyncs (their times on the operator's /metrics) since its resourceVersion
+    last changed: it grows only while resyncs write nothing."""
+    seen: dict[str, Any] = {"version": None, "resyncs": set()}
+
+    def count() -> int:
+        cr = kube.custom.get_namespaced_custom_object(*CG[:2], namespace, CG[2], name)
+        version = cr["metadata"]["resourceVersion"]
+        resynced = operator.reading(RESYNCED, namespace=namespace, consumergroup=name)
+        if version != seen["version"]:
+            seen.update(version=version, resyncs=set())
+        elif resynced is not None:
+            seen["resyncs"].add(resynced)
+        return len(seen["resyncs"])
+
+    return count
+
+
 # -- tests -----------------------------------------------------------------------------------------------------
 
 
 def test_a_live_group_is_described_in_status_with_pods_mapped(
-    kube: Kube, kafka: KafkaCluster, live_group, events_topic: str
+    kube: Kube, kafka: KafkaCluster, live_group, events_topic: str, operator: RunningOperator
 ) -> None:
     namespace, name, group = live_group
     wait_for(lambda: clients.stable_members(kafka.connection(), group), lambda n: n == 3, timeout=90, what="3 members")
@@ -153,6 +173,17 @@ def test_a_live_group_is_described_in_status_with_pods_mapped(
     columns = [c["name"] for c in table["columnDefinitions"]]
     row = dict(zip(columns, table["rows"][0]["cells"], strict=True))
     assert (row["Group"], row["State"], row["Members"], row["Stalled"], row["Ready"]) == (group, "Stable", 3, 0, "True")
+
+    # its readings on the operator's /metrics, labelled by the ConsumerGroup and the Kafka group (never a member)
+    labels = {"namespace": namespace, "consumergroup": name, "group": group}
+    assert operator.metric("vigil_operator_consumergroup_members", **labels) == 3
+    assert operator.metric("vigil_operator_consumergroup_state", **labels, state="Stable") == 1
+    assert operator.reading("vigil_operator_consumergroup_lag", **labels) is not None
+
+    # nothing new in the group: its resyncs go on (the time of each on /metrics) and write nothing (resourceVersion)
+    quiet = quiet_resyncs(kube, operator, namespace, name)
+    assert wait_for(quiet, lambda n: n >= 3, timeout=bound(6 * RESYNC_SECONDS),
+                    what=f"3 resyncs of the Stable {name} in a row without a status write")  # fmt: skip
 
 
 def test_injected_pods_run_exactly_one_sidecar_as_a_container_under_restricted_pod_security(
@@ -452,10 +483,11 @@ def test_status_continues_across_an_operator_restart(kube: Kube, operator: Runni
         timeout=120,
         what="the Deployment's replacement operator pod alive",
     )
-    after = wait_for(
-        lambda: status_of(kube, namespace, name),
-        lambda s: s.get("lastSyncTime", "") > before["lastSyncTime"] and s.get("memberCount") == 3,
+    wait_for(  # its own /metrics: the group's series exist only where its resync ran
+        lambda: again.metric("vigil_operator_consumergroup_members", namespace=namespace, consumergroup=name),
+        lambda members: members == 3,
         timeout=30,
-        what=f"a resync by the restarted operator {again.pod}",
+        what=f"a resync by the restarted operator {again.pod} (its /metrics: 3 members)",
     )
+    after = status_of(kube, namespace, name)
     assert cond(after, "Ready")["lastTransitionTime"] == cond(before, "Ready")["lastTransitionTime"]

@@ -117,11 +117,11 @@ def operator_status() -> dict[str, Any]:
                       message="orders-1 stalled", last_transition_time=WHEN, observed_generation=1)  # fmt: skip
     status = ConsumerGroupStatus(
         observed_generation=1, cluster_id="q1Sh-9_ISia_zwGINzRvyQ", state="Stable", protocol="classic",
-        coordinator=1, member_count=2, stalled_count=1, lag=42,
-        members=(MemberStatus(member_id="m-0", pod="orders-0", partitions=2, lag=2),
-                 MemberStatus(member_id="m-1", pod="orders-1", partitions=1, lag=40, stalled=True)),
+        coordinator=1, member_count=2, stalled_count=1,
+        members=(MemberStatus(member_id="m-0", pod="orders-0", partitions=2),
+                 MemberStatus(member_id="m-1", pod="orders-1", partitions=1, stalled=True)),
         stalled_members=(StalledMember(member_id="m-1", pod="orders-1", since=WHEN, action="leave-group"),),
-        last_rebalance=WHEN, last_sync_time=WHEN, conditions=(ready,),
+        last_rebalance=WHEN, conditions=(ready,),
     )  # fmt: skip
     return status.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"report"})
 

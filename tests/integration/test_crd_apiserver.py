@@ -131,15 +131,13 @@ def sample_status() -> ConsumerGroupStatus:
         coordinator=1,
         member_count=3,
         stalled_count=1,
-        lag=42,
         members=(
-            MemberStatus(member_id="m-0", client_id="c", host="/10.0.0.1", pod="orders-0", partitions=2, lag=2),
-            MemberStatus(member_id="m-1", pod="orders-1", partitions=1, lag=40, stalled=True),
+            MemberStatus(member_id="m-0", client_id="c", host="/10.0.0.1", pod="orders-0", partitions=2),
+            MemberStatus(member_id="m-1", pod="orders-1", partitions=1, stalled=True),
             MemberStatus(member_id="m-2"),
         ),
         stalled_members=(StalledMember(member_id="m-1", pod="orders-1", since=WHEN, action="leave-group"),),
         last_rebalance=WHEN,
-        last_sync_time=WHEN,
         conditions=(condition, condition.model_copy(update={"type": ConditionType.STALLED, "status": "True"})),
         report={"lastRun": WHEN, "rebalances": [{"generation": 7, "cause": {"kind": "MemberStalled"}}]},
     )
@@ -164,18 +162,20 @@ def test_status_subresource_keeps_the_model_prunes_the_rest_and_feeds_the_column
     status = sample_status()
     written = status.model_dump(by_alias=True, exclude_none=True, mode="json")
     written["conditions"][0]["severity"] = "High"  # not in the schema: pruned
+    retired = {"lag": 42, "lastSyncTime": WHEN}  # 0.2.0's readings, no longer in the schema: pruned
     kube.custom.patch_namespaced_custom_object_status(
-        API_GROUP, VERSION, namespace, PLURAL, "orders", {"status": {**written, "phase": "Running"}}
+        API_GROUP, VERSION, namespace, PLURAL, "orders", {"status": {**written, "phase": "Running", **retired}}
     )
     stored = kube.custom.get_namespaced_custom_object(API_GROUP, VERSION, namespace, PLURAL, "orders")["status"]
     assert "phase" not in stored
+    assert not set(retired) & set(stored)
     assert "severity" not in stored["conditions"][0]
     assert stored["report"] == written["report"]  # preserved as written (x-kubernetes-preserve-unknown-fields)
     assert ConsumerGroupStatus.model_validate(stored) == status  # extra="forbid": nothing else survived
 
     cells = table_row(kube, namespace, "orders")
-    assert {k: cells[k] for k in ("Name", "Group", "State", "Members", "Stalled", "Lag", "Ready")} == {
-        "Name": "orders", "Group": "orders", "State": "Stable", "Members": 3, "Stalled": 1, "Lag": 42, "Ready": "False"
+    assert {k: cells[k] for k in ("Name", "Group", "State", "Members", "Stalled", "Ready")} == {
+        "Name": "orders", "Group": "orders", "State": "Stable", "Members": 3, "Stalled": 1, "Ready": "False"
     }  # fmt: skip
     assert (cells["Protocol"], cells["Generation"]) == ("classic", 7)
     assert cells["Age"]

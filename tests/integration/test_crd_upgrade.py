@@ -53,7 +53,7 @@ def test_vigil_crd_apply_upgrades_in_place_keeping_crs_and_status(kube: Kube, ol
           "spec": {"groupId": "orders", "kafka": {"bootstrapServers": "kafka:9092"},
                    "workload": {"kind": "StatefulSet", "name": "orders"}}}  # fmt: skip
     kube.custom.create_namespaced_custom_object(API_GROUP, VERSION, namespace, PLURAL, cr)
-    status = {"status": {"state": "Stable", "lag": 7, "report": {"rebalances24h": 3}}}
+    status = {"status": {"state": "Stable", "memberCount": 7, "report": {"rebalances24h": 3}}}
     kube.custom.patch_namespaced_custom_object_status(API_GROUP, VERSION, namespace, PLURAL, "orders", status)
     before = kube.custom.get_namespaced_custom_object(API_GROUP, VERSION, namespace, PLURAL, "orders")
 

@@ -67,11 +67,17 @@ class RunningOperator:
 
 def sample(text: str, name: str, **labels: str) -> float:
     """One sample of a Prometheus text exposition (the first with `name` and these labels), 0 when absent."""
+    found = reading(text, name, **labels)
+    return 0.0 if found is None else found
+
+
+def reading(text: str, name: str, **labels: str) -> float | None:
+    """`sample`, None when absent (a gauge that is 0 and one that is not there are not the same)."""
     for family in text_string_to_metric_families(text):
         for found in family.samples:
             if found.name == name and all(found.labels.get(k) == v for k, v in labels.items()):
                 return float(found.value)
-    return 0.0
+    return None
 
 
 def start_operator(

@@ -81,6 +81,10 @@ class Replica:
         """One sample of the replica's Prometheus `/metrics`, 0 when absent or down."""
         return operator.sample((self._get(METRICS_PORT, "/metrics") or b"").decode(), name, **labels)
 
+    def reading(self, name: str, **labels: str) -> float | None:
+        """`metric`, None when absent or down."""
+        return operator.reading((self._get(METRICS_PORT, "/metrics") or b"").decode(), name, **labels)
+
     def log_text(self) -> str:
         """Everything the operator container printed, across its restarts."""
         return self.kube.container_logs(self.namespace, self.pod, "operator")
@@ -151,6 +155,9 @@ class RunningOperator:
 
     def metric(self, name: str, **labels: str) -> float:
         return self.replica().metric(name, **labels)
+
+    def reading(self, name: str, **labels: str) -> float | None:
+        return self.replica().reading(name, **labels)
 
     def log_text(self) -> str:
         return "".join(r.log_text() for r in self.replicas())

@@ -30,6 +30,9 @@ class GroupFacts:
     in effect (`BrokerLimits.for_group`)."""
     group_configs: bool = False
     """The KIP-848 group's own timings were read (its group configs) and are the ones in `limits`."""
+    generation: int | None = None
+    """The group's generation (classic) or group epoch (KIP-848) when the broker said it; None otherwise (a classic
+    DescribeGroups answer carries none)."""
 
 
 @dataclass(frozen=True)
@@ -101,10 +104,9 @@ def reconcile(
 
 
 def _observe(previous: ConsumerGroupStatus, obs: Observation, now: datetime) -> ConsumerGroupStatus:
-    synced = cond.rfc3339(now)
     facts = obs.broker
     if isinstance(facts, Unreachable):  # keep what was last seen, but say it is not current
-        update = {"observed_generation": obs.generation, "last_sync_time": synced, "state": GroupState.UNKNOWN.value}
+        update = {"observed_generation": obs.generation, "state": GroupState.UNKNOWN.value}
         return previous.model_copy(update=update)
     view = facts.view
     owners = _pods_of(view, obs.pods)
@@ -121,26 +123,22 @@ def _observe(previous: ConsumerGroupStatus, obs: Observation, now: datetime) -> 
             host=m.host,
             pod=owners.get(m.member_id),
             partitions=len(m.assignment),
-            lag=_lag(m.assignment, facts),
             stalled=m.member_id in stalled_ids,
         )
         for m in sorted(view.members, key=lambda m: (owners.get(m.member_id) or "~", m.member_id))
     )
-    known = [m.lag for m in members if m.lag is not None]
     changed = _membership(previous.members) != _membership(members) or (
         view.rebalancing and previous.state != view.state.value
     )
     return ConsumerGroupStatus(
         observed_generation=obs.generation,
-        last_sync_time=synced,
         cluster_id=facts.cluster_id,
         state=view.state.value,
         protocol=view.type.value,
-        generation=previous.generation,
+        generation=facts.generation if facts.generation is not None else previous.generation,
         coordinator=view.coordinator_id,
         member_count=len(view.members),
         stalled_count=len(stalled),
-        lag=sum(known) if known else None,
         members=members,
         rollout=previous.rollout,  # the rollout planner's (domain.rollout), carried as it was
         stalled_members=tuple(
@@ -169,11 +167,14 @@ def _pods_of(view: GroupView, pods: Sequence[PodFacts]) -> dict[str, str]:
     return found
 
 
-def _lag(assignment: Sequence[TopicPartitionRef], facts: GroupFacts) -> int | None:
-    """Sum of (end − committed) over the partitions that have both; None when none has."""
+def lag(facts: GroupFacts) -> int | None:
+    """The group's committed lag: over its members' assigned partitions, the read_committed end offset minus the
+    committed offset, summed; None when no assigned partition has both. A reading for `/metrics` and the events
+    topic's snapshot, not state: it is not in the status."""
     lags = [
         max(0, facts.end_offsets[tp] - facts.committed[tp])
-        for tp in assignment
+        for m in facts.view.members
+        for tp in m.assignment
         if tp in facts.end_offsets and tp in facts.committed
     ]
     return sum(lags) if lags else None

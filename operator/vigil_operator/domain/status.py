@@ -2,6 +2,10 @@
 
 `status.report` is owned by the report job (field manager `vigil-report`): the operator never writes it, so
 server-side apply keeps both. Conditions are a map list keyed on `type`, each with `observedGeneration`.
+
+It holds state, not readings: what changes only when the group changes (members, state, counts, conditions). Lag
+and the time of the last resync change every resync; they are on the operator's `/metrics` (per group), so a
+resync that finds nothing new writes nothing (an etcd write and a watch fan-out per group per resync saved).
 """
 
 from enum import StrEnum
@@ -53,8 +57,6 @@ class MemberStatus(_Status):
     pod: str | None = None
     """The pod this member provably belongs to (`vigil_core.identity`), or none."""
     partitions: Annotated[int, Field(ge=0)] = 0
-    lag: Annotated[int, Field(ge=0)] | None = None
-    """Sum over its partitions of (read_committed end offset − committed offset); None when unknown."""
     stalled: bool = False
 
 
@@ -111,12 +113,10 @@ class ConsumerGroupStatus(_Status):
     coordinator: int | None = None
     member_count: Annotated[int, Field(ge=0)] = 0
     stalled_count: Annotated[int, Field(ge=0)] = 0
-    lag: Annotated[int, Field(ge=0)] | None = None
     members: tuple[MemberStatus, ...] = ()
     stalled_members: tuple[StalledMember, ...] = ()
     last_rebalance: Timestamp | None = None
     """When the operator last saw the group change generation, membership or assignment (RFC 3339)."""
-    last_sync_time: Timestamp | None = None
     conditions: tuple[Condition, ...] = ()
     rollout: RolloutStatus | None = None
     report: dict[str, Any] | None = None

@@ -24,18 +24,21 @@ class Emitter:
         sink.emit(event)
 
     def snapshot(
-        self, connection: KafkaConnection, namespace: str, group_id: str, status: ConsumerGroupStatus, now: datetime
-    ) -> None:
+        self, connection: KafkaConnection, namespace: str, group_id: str, status: ConsumerGroupStatus, *,
+        lag: int | None, now: datetime,
+    ) -> None:  # fmt: skip
         """A group-snapshot event each resync, so the report works where __consumer_offsets cannot be read."""
-        self.emit(connection, snapshot(namespace, group_id, status, now))
+        self.emit(connection, snapshot(namespace, group_id, status, lag, now))
 
     def close(self) -> None:
         for sink in self._sinks.values():
             sink.flush(5)
 
 
-def snapshot(namespace: str, group_id: str, status: ConsumerGroupStatus, now: datetime) -> events.GroupSnapshot:
-    """The group as this resync's status shows it."""
+def snapshot(
+    namespace: str, group_id: str, status: ConsumerGroupStatus, lag: int | None, now: datetime
+) -> events.GroupSnapshot:
+    """The group as this resync's status shows it, with its committed lag (`reconcile.lag`)."""
     return events.GroupSnapshot(
         time=now,
         cluster=status.cluster_id or "",
@@ -55,6 +58,6 @@ def snapshot(namespace: str, group_id: str, status: ConsumerGroupStatus, now: da
                 )
                 for m in status.members
             ),
-            total_lag=status.lag,
+            total_lag=lag,
         ),
     )

@@ -384,7 +384,7 @@ def test_printer_columns_read_paths_the_schema_has(column: dict[str, Any]) -> No
 
 def test_printer_columns_are_the_documented_ones() -> None:
     columns = [(c["name"], c.get("priority", 0)) for c in VERSION["additionalPrinterColumns"]]
-    assert columns == [("Group", 0), ("State", 0), ("Members", 0), ("Stalled", 0), ("Lag", 0), ("Ready", 0),
+    assert columns == [("Group", 0), ("State", 0), ("Members", 0), ("Stalled", 0), ("Ready", 0),
                        ("Age", 0), ("Protocol", 1), ("Generation", 1), ("LastRebalance", 1)]  # fmt: skip
 
 
