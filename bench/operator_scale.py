@@ -7,8 +7,9 @@ describe/offset requests reach the broker) starts, and the run measures, against
 second:
 
 - first convergence: operator launch → every status Stable, memberCount 1, Ready True;
-- steady rounds: per resync round, from its first handler start (min `lastSyncTime`) until every status has
-  been rewritten (seen by the poll), and the spread of `lastSyncTime` within the round;
+- steady rounds: per resync round, from its first group's resync until every group was resynced (each group's
+  `vigil_operator_consumergroup_last_resync_timestamp_seconds` on the operator's /metrics, read once a second), the
+  spread of those times within the round, and the status writes it made (none while nothing changes);
 - the operator's RSS and CPU (from /proc of its process) over whole resync periods;
 - broker requests per group resync, from the operator's own counters (its liveness probe) and, as a cross-
   check, from the broker's request metrics (JMX, enabled in the running broker with `jcmd`);
@@ -33,13 +34,13 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from vigil_core.kafka.security import ClientConfig, KafkaConnection
 from vigil_dev import ports, procs
@@ -215,42 +216,55 @@ def ready(status: dict[str, Any]) -> bool:
     return status.get("state") == "Stable" and status.get("memberCount") == 1 and conds.get("Ready") == "True"
 
 
-def epoch(rfc3339: str) -> float:
-    return datetime.fromisoformat(rfc3339).timestamp()
+def resync_times(running: RunningOperator) -> dict[str, float]:
+    """ConsumerGroup name → the time of its last resync, from the operator's /metrics ({} while it does not answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{running.metrics_port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    return {
+        s.labels["consumergroup"]: float(s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == RESYNCED
+    }
+
+
+RESYNCED = "vigil_operator_consumergroup_last_resync_timestamp_seconds"
+STATUS_WRITES = "vigil_operator_status_writes_total"
 
 
 @dataclass
 class Round:
     index: int
     start: float
-    """The earliest `lastSyncTime` of the round (a handler's start; whole seconds)."""
+    """The earliest resync time of the round (the operator's /metrics)."""
     sync_spread: float
-    """max − min `lastSyncTime` across the N statuses."""
+    """max − min resync time across the N groups."""
     all_current: float
-    """From `start` until the poll saw the last of the N statuses rewritten."""
+    """From `start` until the poll saw the last of the N groups resynced."""
 
 
 @dataclass
 class Watch:
-    """What the once-a-second list of the N CRs saw: per CR, each new lastSyncTime and when it was first seen."""
+    """What the once-a-second poll saw: per CR, each new resync time (/metrics) and when it was first seen; how many
+    statuses were Stable and Ready (the list of the N CRs)."""
 
     names: list[str]
     updates: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
-    last: dict[str, str] = field(default_factory=dict)
+    last: dict[str, float] = field(default_factory=dict)
     ready: int = 0
 
-    def see(self, items: list[dict[str, Any]], now: float) -> None:
-        self.ready = 0
-        for item in items:
-            name, status = item["metadata"]["name"], item.get("status") or {}
-            synced = status.get("lastSyncTime")
-            if synced and synced != self.last.get(name):
+    def see(self, items: list[dict[str, Any]], resynced: dict[str, float], now: float) -> None:
+        self.ready = sum(ready(item.get("status") or {}) for item in items)
+        for name, synced in resynced.items():
+            if synced != self.last.get(name):
                 self.last[name] = synced
-                self.updates.setdefault(name, []).append((epoch(synced), now))
-            self.ready += ready(status)
+                self.updates.setdefault(name, []).append((synced, now))
 
     def round(self, k: int) -> Round | None:
-        """The k-th status write of every CR (0: the create handler; k ≥ 1: the k-th timer), once all have it."""
+        """The k-th resync of every CR (0: its first; k ≥ 1: the k-th after it), once all have it."""
         got = [self.updates.get(n, []) for n in self.names]
         if any(len(u) <= k for u in got):
             return None
@@ -259,7 +273,7 @@ class Watch:
         return Round(k, min(synced), max(synced) - min(synced), max(seen) - min(synced))
 
     def started(self, k: int) -> float | None:
-        """When round k began (its earliest lastSyncTime), as soon as one CR has it."""
+        """When round k began (its earliest resync time), as soon as one CR has it."""
         firsts = [u[k][0] for u in self.updates.values() if len(u) > k]
         return min(firsts) if firsts else None
 
@@ -323,6 +337,8 @@ class Results:
     cpu: float = float("nan")
     syncs: int = 0
     requests: int = 0
+    writes: int = 0
+    """Status writes over the measured rounds (every group Stable: none is due)."""
     broker: dict[str, int] = field(default_factory=dict)
     broker_note: str = ""
     threads: int = 0
@@ -386,6 +402,8 @@ class Sample:
 
     probe: dict[str, Any]
     broker: dict[str, int]
+    writes: float
+    """`vigil_operator_status_writes_total`."""
 
 
 PROBE_CACHE = 10.0
@@ -396,7 +414,7 @@ def sample(running: RunningOperator, broker: BrokerRequests | None, probed: list
     """Fresh counters: wait out kopf's probe cache since the last probe (`probed[0]`) first."""
     time.sleep(max(0.0, probed[0] + PROBE_CACHE + 0.5 - time.time()))
     probed[0] = time.time()
-    return Sample(probe(running), broker.counts() if broker is not None else {})
+    return Sample(probe(running), broker.counts() if broker is not None else {}, running.metric(STATUS_WRITES))
 
 
 @dataclass
@@ -422,7 +440,7 @@ class Monitor:
 
     def step(self, items: list[dict[str, Any]], now: float) -> bool:
         """True once the measured rounds are written and the round after them has begun."""
-        self.watch.see(items, now)
+        self.watch.see(items, resync_times(self.running), now)
         self.cpu.append((now, cpu_seconds(self.pid)))
         if self.converged_at is None:
             self._converging(now)
@@ -523,6 +541,7 @@ def summarize(
         ca, cb = nearest(cpu, a), nearest(cpu, b)
         res.window, res.cpu = cb[0] - ca[0], (cb[1] - ca[1]) / (cb[0] - ca[0]) * 100
     res.syncs = int(after.probe.get("resyncs", 0)) - int(before.probe.get("resyncs", 0))
+    res.writes = int(after.writes - before.writes)
     res.requests = int(after.probe.get("kafka_requests", 0)) - int(before.probe.get("kafka_requests", 0))
     if res.syncs != rounds * len(watch.names):
         res.notes.append(f"the counters cover {res.syncs} group resyncs, not {rounds} × {len(watch.names)}")
@@ -580,8 +599,8 @@ def report(args: argparse.Namespace, res: Results, command: str, elapsed: float)
     )
     for note in res.notes:
         print(f"NOTE: {note}")
-    print("\n| resync round | lastSyncTime spread | all statuses current after the round began |\n|---|---|---|")
-    # lastSyncTime has whole seconds and the list is polled once a second: both columns are ±1 s
+    print("\n| resync round | resync time spread | all groups resynced after the round began |\n|---|---|---|")
+    # /metrics is polled once a second: the second column is +1 s at most
     for x in res.rounds:
         print(f"| {x.index} | {x.sync_spread:.0f} s | {x.all_current:.1f} s |")
     print(
@@ -597,7 +616,7 @@ def report(args: argparse.Namespace, res: Results, command: str, elapsed: float)
     )
     print(f"\nfirst convergence / stock: {res.converged / res.stock:.2f}×; stock output named {res.stock_named}/{n} "
           f"groups; operator counters over the measured rounds: {res.requests} requests / {res.syncs} group resyncs "
-          f"({len(res.rounds)} rounds × {n} = {len(res.rounds) * n})")  # fmt: skip
+          f"({len(res.rounds)} rounds × {n} = {len(res.rounds) * n}); status writes: {res.writes}")  # fmt: skip
     if res.broker:
         total = sum(res.broker.values())
         detail = ", ".join(f"{k} {v}" for k, v in res.broker.items() if v)
