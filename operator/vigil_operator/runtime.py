@@ -86,10 +86,17 @@ class Runtime:
 
     def release(self, key: Key, uid: str) -> None:
         """The ConsumerGroup's loop ended (paused, deleted, exiting): its rollout bridge stops heartbeating — the
-        replica that acts next resumes it from the state persisted in status — and its requests are forgotten."""
+        replica that acts next resumes it from the state persisted in status — and everything kept of it goes (its
+        requests, departures' sightings, the budget's provisioning, its metric series): memory per ConsumerGroup
+        lives only as long as its loop."""
         if self.rollout.bridges.running(uid):
             log.info("%s/%s: its rollout bridge stops with its resync loop (the replica that acts resumes it)", *key)
         self.rollout.stop(uid)
+        self.departures.forget(uid)
+        self.budgets.forget(uid)
+        lock = self._locks.get(uid)
+        if lock is not None and not lock.locked():  # held: a resync still ends its step, and the lock is its order
+            del self._locks[uid]
         self._requests.pop(key, None)
         self._resynced.pop(key, None)
         labels, last = self._readings.pop(key, (None, None))

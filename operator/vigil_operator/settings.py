@@ -21,7 +21,7 @@ class OperatorSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     resync_seconds: Annotated[float, Field(ge=1, le=3600)] = 30.0
-    """How often each group is described and its status rewritten (also at once on every spec change)."""
+    """How often each group is described (also at once on every spec change); its status is written when it changes."""
     namespace: str = "vigil-system"
     """The operator's own namespace: its pods are never injected."""
     events_topic: str = EVENTS_TOPIC_DEFAULT

@@ -15,6 +15,10 @@ class BudgetLeases:
         self._provisioned: dict[str, tuple[int, str]] = {}
         """Per CR uid: the spec generation and service account its Lease and Role were provisioned for."""
 
+    def forget(self, uid: str) -> None:
+        """The ConsumerGroup's loop ended: provisioned again (idempotently) if it resumes."""
+        self._provisioned.pop(uid, None)
+
     async def provision(self, body: Mapping[str, Any], spec: ConsumerGroupSpec, post: Post) -> None:
         """The budget Lease and its Role, once per spec generation (they are owned by the CR)."""
         uid, generation = str(body["metadata"]["uid"]), int(body["metadata"].get("generation") or 0)

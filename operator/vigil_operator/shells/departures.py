@@ -49,6 +49,12 @@ class Departures:
         self.releases = 0
         """KIP-848 static members whose instance id was released at once because their consumer was provably gone."""
 
+    def forget(self, uid: str) -> None:
+        """The ConsumerGroup's loop ended (deleted, paused, exiting): what was kept of it goes. Resumed, it starts
+        over, which only delays an action (a member's first sighting is later), never hastens one."""
+        for per_cr in (self.sightings, self._crash_removed, self._released, self._suspects):
+            per_cr.pop(uid, None)
+
     def remember(self, uid: str, members: Sequence[MemberStatus], now: datetime) -> None:
         """The members this resync saw (when each was first seen, and its pod)."""
         self.sightings[uid] = departures.remember(self.sightings.get(uid, {}), members, now)
