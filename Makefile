@@ -49,8 +49,7 @@ lint: $(BIN)/vigil typecheck verify-crds
 	@scripts/timed "ruff format --check" $(BIN)/ruff format --check .
 	@scripts/timed "import-linter" $(BIN)/lint-imports
 
-# crds/ is the canonical CRD source; the operator package ships a copy (package data, `vigil crd`), the chart
-# copies of the ConsumerGroup CRD and kopf's peering CRDs (used when operator.replicas > 1).
+# crds/ is the canonical CRD source; the operator package ships a copy (package data, `vigil crd`), the chart too.
 PACKAGE_CRDS := operator/vigil_operator/crds
 CHART_CRDS := charts/vigil/crds
 
@@ -61,15 +60,15 @@ generate-crds: $(BIN)/vigil
 	@mkdir -p $(PACKAGE_CRDS)
 	@rm -f $(PACKAGE_CRDS)/*.yaml
 	@cp crds/*.yaml $(PACKAGE_CRDS)/
-	@cp crds/consumergroups.vigil.dev.yaml crds/kopf-peering.yaml $(CHART_CRDS)/
+	@cp crds/consumergroups.vigil.dev.yaml $(CHART_CRDS)/
 	@$(BIN)/vigil crd reference --write $(CRD_REFERENCE)
-	@echo "generate-crds: copied $$(ls crds/*.yaml | wc -l) CRD(s) into $(PACKAGE_CRDS)/, the ConsumerGroup and kopf peering CRDs into $(CHART_CRDS)/, its reference into $(CRD_REFERENCE)"
+	@echo "generate-crds: copied $$(ls crds/*.yaml | wc -l) CRD(s) into $(PACKAGE_CRDS)/, the ConsumerGroup CRD into $(CHART_CRDS)/, its reference into $(CRD_REFERENCE)"
 
 verify-crds: $(BIN)/vigil
 	@diff -rq crds $(PACKAGE_CRDS) >/dev/null || { \
 	  echo "verify-crds: $(PACKAGE_CRDS)/ differs from the canonical crds/ (run: make generate-crds)"; exit 1; }
-	@for crd in consumergroups.vigil.dev.yaml kopf-peering.yaml; do cmp -s crds/$$crd $(CHART_CRDS)/$$crd || { \
-	  echo "verify-crds: $(CHART_CRDS)/$$crd differs from the canonical crds/ (run: make generate-crds)"; exit 1; }; done
+	@diff -rq crds $(CHART_CRDS) >/dev/null || { \
+	  echo "verify-crds: $(CHART_CRDS)/ differs from the canonical crds/ (run: make generate-crds)"; exit 1; }
 	@$(BIN)/vigil crd reference --check $(CRD_REFERENCE)
 
 # The images: OCI and docker archives per image under $(VIGIL_CACHE)/images/out/ (docs/development.md#images)

@@ -1,20 +1,21 @@
-"""The kopf layer: thin handlers over `runtime` (resync); the webhooks are in `admission`.
+"""The kopf layer: thin handlers over `runtime` (one resync) and `resyncs` (the loops); the webhooks are in
+`admission`.
 
 Registered when `vigil operator` imports this module. kopf indexes keep what the handlers need in memory —
 every ConsumerGroup (claims, the webhook's lookup), the pods naming a group, the nodes' kubelet versions — so
 a resync makes no list call and the webhook none at all.
 
-Every resync runs in its ConsumerGroup's loop, a kopf daemon (domain.pacing): kopf stops daemons when the replica
-pauses for a peer with a higher priority, and lets handlers of changes and events run on while paused (for the
-events that reached it before its watch streams closed). The handlers of a spec change or a pod's event therefore
-only ask the loop for a resync.
+The resyncs run in one loop per Kafka cluster (vigil_operator.resyncs), started with the operator and run while this
+replica leads: no kopf daemon or timer per ConsumerGroup, so kopf puts no finalizer on them (and takes off the one
+0.2.0's daemons put there). The handlers of a spec change or a pod's event only ask the loops for a resync.
 """
 
 import asyncio
 import copy
+import functools
 import logging
 import os
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -24,15 +25,18 @@ import kopf
 from vigil_core.crd import API_GROUP, PLURAL, VERSION
 from vigil_operator import settings as operator_settings
 from vigil_operator import webhook_server
-from vigil_operator.domain import claims, injection, pacing, pods
+from vigil_operator.domain import claims, injection, pods
 from vigil_operator.domain.reconcile import Notice, PodFacts
 from vigil_operator.k8s.api import KubeApi
+from vigil_operator.resyncs import Always, Resyncs
 from vigil_operator.runtime import Key, Runtime, StopFlag, SyncStoppedError, stopping
 
 log = logging.getLogger(__name__)
 SETTINGS = operator_settings.configured(os.environ)
 """Read once at import: `vigil operator` hands over its validated flags before importing this module."""
 CR = (API_GROUP, VERSION, PLURAL)
+EXIT_WAIT = 5.0
+"""Seconds the exiting operator waits for its resyncs to give way (each at its next step)."""
 RECENT_END = timedelta(seconds=60)
 """A pod event within this of an app container's end resyncs its group (the end may still be a departure)."""
 
@@ -45,6 +49,14 @@ class Record:
     spec: Mapping[str, Any]
     body: Mapping[str, Any]
     """The whole object as last seen: a pod's event resyncs the group with it (no read)."""
+
+
+@dataclass
+class Indexes:
+    """kopf's indexes, handed over by the first event handler: kopf calls event handlers once they are filled."""
+
+    consumergroups: "kopf.Index[Key, Record] | None" = None
+    group_pods: "kopf.Index[Key, PodFacts] | None" = None
 
 
 @kopf.on.startup()
@@ -60,7 +72,6 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.connect_timeout = 30
     settings.posting.level = logging.ERROR  # our own Events say what matters; kopf's log lines stay in the log
     settings.execution.max_workers = 8
-    settings.background.instant_exit_timeout = 2.0  # a stopped loop's resync gives way at its next step: wait for it
     if SETTINGS.webhook:
         settings.admission.server = webhook_server.server(SETTINGS)
         if SETTINGS.webhook_managed:
@@ -68,10 +79,25 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     runtime = memo["runtime"] = Runtime(SETTINGS, KubeApi.connect())
     if SETTINGS.metrics_port:
         memo["metrics_server"] = runtime.metrics.serve(SETTINGS.metrics_bind, SETTINGS.metrics_port)
+    indexes = memo["indexes"] = Indexes()
+    resyncs: Resyncs[Key, Record] = Resyncs(
+        functools.partial(_resync, runtime, indexes), _cluster_of,
+        lambda key, record: runtime.release(key, _uid(record)), interval=SETTINGS.resync_seconds,
+    )  # fmt: skip
+    memo["resyncs"] = resyncs
+    leader = memo["leader"] = _leader(runtime)
+    memo["loops"] = asyncio.create_task(resyncs.run(leader))
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    leader = memo.get("leader")
+    loops = memo.get("loops")
+    if leader is not None:
+        leader.release()  # every resync in flight gives way; a standby replica leads at once
+    if isinstance(loops, asyncio.Task):
+        await asyncio.wait({loops}, timeout=EXIT_WAIT)
+        loops.cancel()
     runtime = memo.get("runtime")
     if isinstance(runtime, Runtime):
         runtime.close()
@@ -79,6 +105,11 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     server = memo.get("metrics_server")
     if server is not None:
         server.shutdown()
+
+
+def _leader(runtime: Runtime) -> Any:
+    """The leadership the loops run under: always this replica with --standalone, else the holder of the Lease."""
+    return Always()
 
 
 # -- indexes ---------------------------------------------------------------------------------------------------
@@ -118,50 +149,23 @@ def kubelets(*, status: kopf.Status, **_: Any) -> dict[str, str]:
     return {"kubelet": str((status.get("nodeInfo") or {}).get("kubeletVersion") or "")}
 
 
-# -- the resync ------------------------------------------------------------------------------------------------
-
-
-@kopf.daemon(*CR)
-async def resync_loop(
-    *, body: kopf.Body, memo: Any, namespace: str | None, name: str, uid: str, stopped: kopf.DaemonStopped,
-    **kwargs: Any,
-) -> None:  # fmt: skip
-    """The ConsumerGroup's resyncs (domain.pacing): at once when it starts (the group is new, the replica starts or
-    resumes), at once when asked (a spec change, a pod's event), else every --resync-seconds; until kopf stops it."""
-    runtime: Runtime = memo["runtime"]
-    key = (namespace or "", name)
-    requested = runtime.requests(key)
-    clock = asyncio.get_running_loop().time
-    last: float | None = None
-    try:
-        while True:
-            move = pacing.next_move(stopping=stopping(stopped), requested=requested.is_set(), last_ended=last,
-                                    interval=SETTINGS.resync_seconds, now=clock())  # fmt: skip
-            if isinstance(move, pacing.End):
-                log.info("resyncs of %s/%s end: %s", *key, move.why)
-                return
-            if isinstance(move, pacing.Wait):
-                await _first_of(requested.wait(), stopped.wait(), timeout=move.seconds)
-                continue
-            requested.clear()
-            runtime.resynced(key, int(body.get("metadata", {}).get("generation") or 0))
-            try:
-                await _sync(runtime, body, key, kwargs["group_pods"], kwargs["consumergroups"], stopped=stopped)
-            except Exception:  # one resync's bug must not end the group's resyncs: logged, and on to the next
-                log.exception("resync of %s/%s failed", *key)
-            last = clock()
-    finally:
-        runtime.release(key, uid)
+# -- the resyncs ------------------------------------------------------------------------------------------------
 
 
 @kopf.on.event(*CR)
-async def spec_changed(*, namespace: str | None, name: str, meta: kopf.Meta, memo: Any, **_: Any) -> None:
-    """A spec change (a new generation) asks the group's loop for a resync now."""
-    runtime: Runtime = memo["runtime"]
+async def consumergroup_event(
+    *, type: str | None, namespace: str | None, name: str, meta: kopf.Meta, memo: Any, **kwargs: Any
+) -> None:  # fmt: skip
+    """A ConsumerGroup's event: its deletion ends its resyncs; a spec change (a new generation) asks for one now.
+    kopf calls event handlers once its indexes are filled: the loops read the groups from them from now on."""
+    resyncs = _loops(memo, kwargs)
     key = (namespace or "", name)
-    resynced = runtime.resynced(key)
+    if type == "DELETED":
+        resyncs.deleted(key)
+        return
+    resynced = memo["runtime"].resynced(key)
     if resynced is not None and resynced != int(meta.get("generation") or 0):
-        runtime.request(key)
+        resyncs.request(key)
 
 
 @kopf.on.event("pods", annotations={injection.GROUP_ANNOTATION: kopf.PRESENT})
@@ -169,16 +173,28 @@ async def pod_changed(
     *, type: str | None, body: kopf.Body, namespace: str | None, annotations: Mapping[str, str], memo: Any,
     **kwargs: Any,
 ) -> None:  # fmt: skip
-    """A pod gone or whose app container ended recently: the group's loop resyncs now, so a departed member is
-    removed at once (domain.departures) instead of at the next interval; during a coordinated restart, any pod
-    change (a replacement becoming Ready ends a step)."""
+    """A pod gone or whose app container ended recently: the group resyncs now, so a departed member is removed at
+    once (domain.departures) instead of at the next interval; during a coordinated restart, any pod change (a
+    replacement becoming Ready ends a step)."""
+    resyncs = _loops(memo, kwargs)
     key = (namespace or "", annotations[injection.GROUP_ANNOTATION])
     consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
     record = next(iter(consumergroups.get(key, [])), None)
     rolling = record is not None and ((record.body.get("status") or {}).get("rollout") or {}).get("phase") == "Rolling"
     if record is None or not (rolling or _may_have_departed(type, pods.pod_facts(body), datetime.now(UTC))):
         return
-    memo["runtime"].request(key)
+    resyncs.request(key)
+
+
+def _loops(memo: Any, kwargs: Mapping[str, Any]) -> "Resyncs[Key, Record]":
+    """The resync loops, handed kopf's filled indexes (from the first event handler on: idempotent)."""
+    resyncs: Resyncs[Key, Record] = memo["resyncs"]
+    indexes: Indexes = memo["indexes"]
+    if indexes.consumergroups is None:
+        indexes.consumergroups, indexes.group_pods = kwargs["consumergroups"], kwargs["group_pods"]
+        found = indexes.consumergroups
+        resyncs.indexed(lambda: {key: record for key, store in found.items() for record in store})
+    return resyncs
 
 
 def _may_have_departed(event: str | None, pod: PodFacts, now: datetime) -> bool:
@@ -188,36 +204,35 @@ def _may_have_departed(event: str | None, pod: PodFacts, now: datetime) -> bool:
     return pod.app_ended_at is not None and now - pod.app_ended_at <= RECENT_END
 
 
-async def _first_of(*waits: Awaitable[object], timeout: float) -> None:
-    """Until one of `waits` ends, or `timeout` seconds."""
-    tasks = [asyncio.ensure_future(w) for w in waits]
-    try:
-        await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-
-
-async def _sync(
-    runtime: Runtime, body: Mapping[str, Any], key: Key, group_pods: kopf.Index[tuple[str, str], PodFacts],
-    consumergroups: kopf.Index[tuple[str, str], Record], *, stopped: StopFlag,
-) -> None:  # fmt: skip
-    """One resync of the group `key` with the pods and the other groups' claims from the indexes.
-
-    `stopped`: the loop's stop flag. kopf sets it when the replica pauses, the CR is being deleted or the operator
-    exits, and re-checks a daemon still running only after its cancellation polling (a minute): so the resync gives
-    way to it while it waits (its turn, a secret, a broker that does not answer) and begins no step after it
-    (domain.pacing) — a paused replica writes nothing, and a deletion is not held up."""
-    mine: list[PodFacts] = list(group_pods.get(key, []))
-    others = [r.claim for k, store in consumergroups.items() if k != key for r in store]
+async def _resync(runtime: Runtime, indexes: "Indexes", key: Key, record: Record, stop: StopFlag) -> None:
+    """One resync of the group `key` with the pods and the other groups' claims from kopf's indexes (handed over
+    with them: `_loops`). `stop` is set when the replica stops leading, the group is deleted or the operator exits:
+    the resync gives way to it while it waits (its turn, a Secret, the broker that does not answer) and begins no
+    step after it (domain.pacing) — a replica that lost its leadership writes nothing, and a deletion is not held
+    up."""
+    body = record.body
+    runtime.resynced(key, int(body.get("metadata", {}).get("generation") or 0))
+    mine: list[PodFacts] = list(indexes.group_pods.get(key, [])) if indexes.group_pods is not None else []
+    found = indexes.consumergroups.items() if indexes.consumergroups is not None else ()
+    others = [r.claim for k, store in found if k != key for r in store]
 
     def post(notice: Notice) -> None:
         kopf.event(cast(kopf.Body, body), type=notice.type, reason=notice.reason, message=notice.message)
 
     try:
-        await runtime.sync(body, mine, others, post, stopped)
+        await runtime.sync(body, mine, others, post, stop)
     except SyncStoppedError as exc:
-        log.info("resync of %s/%s stopped %s: %s", *key, exc, stopping(stopped))
+        log.info("resync of %s/%s stopped %s: %s", *key, exc, stopping(stop))
+
+
+def _cluster_of(record: Record) -> str:
+    """The Kafka cluster a ConsumerGroup names (its loop): its bootstrap servers, in order."""
+    servers = str((record.spec.get("kafka") or {}).get("bootstrapServers") or "")
+    return ",".join(sorted(s.strip() for s in servers.split(",") if s.strip()))
+
+
+def _uid(record: Record) -> str:
+    return str((record.body.get("metadata") or {}).get("uid") or "")
 
 
 # -- liveness probe extras: `GET <liveness URL>` shows them next to kopf's own "ok" -----------------------------

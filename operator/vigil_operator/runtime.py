@@ -55,12 +55,10 @@ class Runtime:
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     syncs: int = 0
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-    _requests: dict[Key, asyncio.Event] = field(default_factory=dict)
-    """Per ConsumerGroup: a resync asked of its loop (a spec change, a pod's event; domain.pacing)."""
     _resynced: dict[Key, int] = field(default_factory=dict)
     """Per ConsumerGroup: the spec generation its loop last resynced."""
     _readings: dict[Key, tuple[GroupLabels, Readings]] = field(default_factory=dict)
-    """Per ConsumerGroup whose loop runs here: its last readings (domain.readings) under its metric labels."""
+    """Per ConsumerGroup resynced here: its last readings (domain.readings) under its metric labels."""
 
     def __post_init__(self) -> None:
         self.events = Emitter(self.settings.events_topic)
@@ -69,26 +67,17 @@ class Runtime:
         self.stalls = StallFeeds(self.settings.events_topic, self.settings.resync_seconds)
         self.budgets = BudgetLeases(self.kube)
 
-    def requests(self, key: Key) -> asyncio.Event:
-        """Set when a resync of the ConsumerGroup `key` is asked for; its loop clears it as it begins one."""
-        return self._requests.setdefault(key, asyncio.Event())
-
-    def request(self, key: Key) -> None:
-        """Ask the ConsumerGroup's loop for a resync now. Nothing happens while no loop runs (paused, or not yet
-        started): a loop begins with a resync."""
-        self.requests(key).set()
-
     def resynced(self, key: Key, generation: int | None = None) -> int | None:
-        """The spec generation the loop of `key` last resynced (None: none yet); with `generation`, record it."""
+        """The spec generation `key` was last resynced at (None: none yet); with `generation`, record it."""
         if generation is not None:
             self._resynced[key] = generation
         return self._resynced.get(key)
 
     def release(self, key: Key, uid: str) -> None:
-        """The ConsumerGroup's loop ended (paused, deleted, exiting): its rollout bridge stops heartbeating — the
-        replica that acts next resumes it from the state persisted in status — and everything kept of it goes (its
-        requests, departures' sightings, the budget's provisioning, its metric series): memory per ConsumerGroup
-        lives only as long as its loop."""
+        """The ConsumerGroup's resyncs end here (deleted, leadership lost, exiting): its rollout bridge stops
+        heartbeating — the replica that acts next resumes it from the state persisted in status — and everything kept
+        of it goes (departures' sightings, the budget's provisioning, its metric series): memory per ConsumerGroup
+        lives only as long as it is resynced here."""
         if self.rollout.bridges.running(uid):
             log.info("%s/%s: its rollout bridge stops with its resync loop (the replica that acts resumes it)", *key)
         self.rollout.stop(uid)
@@ -97,7 +86,6 @@ class Runtime:
         lock = self._locks.get(uid)
         if lock is not None and not lock.locked():  # held: a resync still ends its step, and the lock is its order
             del self._locks[uid]
-        self._requests.pop(key, None)
         self._resynced.pop(key, None)
         labels, last = self._readings.pop(key, (None, None))
         if labels is not None and last is not None:
@@ -108,9 +96,9 @@ class Runtime:
         self, body: Mapping[str, Any], pods: Iterable[PodFacts], others: Iterable[claims.Claim], post: Post,
         stop: StopFlag | None = None,
     ) -> ConsumerGroupStatus:  # fmt: skip
-        """Resync one CR (one at a time per CR: a resync kopf gave up waiting for may still be ending its step).
+        """Resync one CR (one at a time per CR: a resync that was asked to stop may still be ending its step).
         Raises SyncStoppedError when `stop` is set while it waits (its turn, a Secret, the broker) or between its
-        steps (domain.pacing): once stopped — paused, deleted, exiting — it begins no act and no write."""
+        steps (domain.pacing): once stopped — leadership lost, deleted, exiting — it begins no act and no write."""
         lock = self._locks.setdefault(str(body["metadata"]["uid"]), asyncio.Lock())
         await unless_stopped(stop, lock.acquire())
         try:

@@ -3,6 +3,8 @@
 time, and the admission webhook's registration depends on them). The handlers module imported another way (`kopf
 run`) reads the same names as `VIGIL_OPERATOR_<NAME>` env vars."""
 
+import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
@@ -15,6 +17,9 @@ from vigil_core.version import VERSION
 from vigil_operator.domain.injection import InjectionConfig
 
 ENV_PREFIX = "VIGIL_OPERATOR_"
+POD_NAME_ENV = "VIGIL_POD_NAME"
+"""The operator's pod name, from the downward API (`fieldRef: metadata.name`, set by the chart): its identity as the
+Lease holder and in kopf's logs."""
 
 
 class OperatorSettings(BaseModel):
@@ -23,7 +28,12 @@ class OperatorSettings(BaseModel):
     resync_seconds: Annotated[float, Field(ge=1, le=3600)] = 30.0
     """How often each group is described (also at once on every spec change); its status is written when it changes."""
     namespace: str = "vigil-system"
-    """The operator's own namespace: its pods are never injected."""
+    """The operator's own namespace: its pods are never injected; its leader Lease is there."""
+    standalone: bool = False
+    """Act without leader election: only for one replica run by hand (replicas of a Deployment elect a leader by the
+    Lease, so only one acts, also while a rollout runs two)."""
+    leader_lease: str = "vigil-operator"
+    """The Lease (in `namespace`) the replicas elect their leader by: only its holder resyncs ConsumerGroups."""
     events_topic: str = EVENTS_TOPIC_DEFAULT
     """Where the sidecars publish stalls (read) and the operator publishes group snapshots ("" = off)."""
     sidecar_image: str = f"vigil-sidecar:{VERSION}"
@@ -79,6 +89,11 @@ _configured: list[OperatorSettings] = []
 def use(chosen: OperatorSettings) -> None:
     """Hand `vigil operator`'s settings to the handlers module (call before importing it)."""
     _configured[:] = [chosen]
+
+
+def identity(env: Mapping[str, str]) -> str:
+    """This replica among others (the Lease holder, kopf's logs): its pod name, else host and pid."""
+    return env.get(POD_NAME_ENV) or f"{socket.gethostname()}/{os.getpid()}"
 
 
 def configured(env: Mapping[str, str]) -> OperatorSettings:

@@ -45,7 +45,6 @@ def events_topic(kafka: KafkaCluster) -> str:
 @pytest.fixture(scope="module")
 def crds(kube: Kube) -> None:
     install_crd(kube)
-    kube.apply((Path(__file__).parents[2] / "crds" / "kopf-peering.yaml").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +68,8 @@ def operator(
 
 
 def finalize_groups(kube: Kube) -> None:
-    """Every ConsumerGroup being deleted (or in a namespace being deleted) finalized before the operator goes: one
-    left with vigil's finalizer would keep its namespace Terminating, and be one more group the next module's
-    (cluster-wide) operator acts on."""
+    """Every ConsumerGroup being deleted (or in a namespace being deleted) gone before the operator goes: vigil puts
+    no finalizer on them, so this is the apiserver's own deletion (a namespace's takes a moment)."""
 
     def leaving() -> list[str]:
         going = {n.metadata.name for n in kube.core.list_namespace().items if n.metadata.deletion_timestamp}

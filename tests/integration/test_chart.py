@@ -35,8 +35,7 @@ from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator import cli as operator_cli
 from vigil_operator import crd
 from vigil_operator.domain.injection import INJECT_LABEL
-from vigil_operator.priority import POD_NAME_ENV
-from vigil_operator.settings import OperatorSettings
+from vigil_operator.settings import POD_NAME_ENV, OperatorSettings
 from vigil_sidecar.metrics import Metrics
 from vigil_spark import cli as report_cli
 
@@ -45,7 +44,7 @@ pytestmark = pytest.mark.kube
 REPORT_ON = {"report": {"enabled": True}, "kafka": {"bootstrapServers": "kafka.shop:9092"}}
 WEBHOOK_PATHS = {"inject-sidecar.vigil.dev": "/inject-sidecar", "one-cr-per-group.vigil.dev": "/one-cr-per-group"}
 """kopf serves each webhook at /<handler id> (admission.py: `inject-sidecar`, `one-cr-per-group`)."""
-PEERING_CRDS = chart.ROOT / "crds" / "kopf-peering.yaml"
+COMPONENT = "app.kubernetes.io/component"
 KINDS_WITHOUT_CRD = {"PodMonitor", "Certificate", "Issuer"}
 """prometheus-operator and cert-manager kinds: their CRDs are not on the local apiserver (no registry for them
 here), so these documents are checked by the assertions below instead of `--dry-run=server`."""
@@ -59,13 +58,6 @@ def tools(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Tools:
 @pytest.fixture(scope="module")
 def crd_installed(kube: Kube) -> None:
     install_crd(kube)
-
-
-@pytest.fixture(scope="module")
-def peering_crds(kube: Kube) -> None:
-    """kopf's peering CRDs (crds/ of the chart, installed by Helm): the replicas > 1 cases render peering objects."""
-    for crd_body in yaml.safe_load_all(PEERING_CRDS.read_text()):
-        install_crd(kube, crd_body)
 
 
 def merged(*layers: dict[str, Any]) -> dict[str, Any]:
@@ -93,12 +85,9 @@ def operator_container(objects: list[Obj]) -> Obj:
 
 
 def test_the_charts_crds_are_the_canonical_crds_byte_for_byte() -> None:
-    for canonical in (chart.CANONICAL_CRD, PEERING_CRDS):
-        copied = chart.CHART / "crds" / canonical.name
-        assert copied.read_bytes() == canonical.read_bytes(), f"cp {canonical} {copied}"
-    assert sorted(p.name for p in (chart.CHART / "crds").iterdir()) == sorted(
-        [chart.CANONICAL_CRD.name, PEERING_CRDS.name]
-    )
+    copied = chart.CHART / "crds" / chart.CANONICAL_CRD.name
+    assert copied.read_bytes() == chart.CANONICAL_CRD.read_bytes(), f"cp {chart.CANONICAL_CRD} {copied}"
+    assert sorted(p.name for p in (chart.CHART / "crds").iterdir()) == [chart.CANONICAL_CRD.name]
 
 
 def test_the_values_schema_refuses_unknown_keys_at_every_object_level() -> None:
@@ -133,7 +122,7 @@ def test_lint_strict_passes_on_the_default_values(tools: Tools) -> None:
         ({"operator": {"replicas": "two"}}, ["/operator/replicas", "got string, want integer"]),
         ({"webhook": {"failurePolicy": "Sometimes"}}, ["/webhook/failurePolicy", "Ignore", "Fail"]),
         ({"operator": {"replicas": -1}}, ["/operator/replicas", "minimum"]),
-        ({"operator": {"peeringName": "Vigil_HA"}}, ["/operator/peeringName", "does not match"]),
+        ({"operator": {"leaderLease": "Vigil_HA"}}, ["/operator/leaderLease", "does not match"]),
         ({"report": {"enabled": True}}, ["/kafka/bootstrapServers", "minLength"]),
         ({"kafka": {"bootstrapServers": "localhost"}}, ["/kafka/bootstrapServers", "'localhost' does not match"]),
         ({"operator": {"image": {"tag": 1}}}, ["/operator/image/tag", "got number, want string"]),
@@ -143,7 +132,7 @@ def test_lint_strict_passes_on_the_default_values(tools: Tools) -> None:
         "wrong-type",
         "bad-enum",
         "negative-replicas",
-        "peering-name",
+        "leader-lease",
         "report-without-kafka",
         "no-port",
         "nested",
@@ -166,14 +155,6 @@ def test_a_status_writing_report_over_two_watched_namespaces_is_refused_at_rende
     assert "report.updateStatus with rbac.scope=namespaced needs exactly one namespace" in result.output
 
 
-def test_more_than_one_operator_replica_with_the_webhook_is_refused_at_render(tools: Tools) -> None:
-    """A kopf-paused standby still serves admission but watches no ConsumerGroup: it would skip the sidecar."""
-    values = {"operator": {"replicas": 2}}
-    result = tools.helm("template", "x", str(chart.CHART), "-f", str(tools.values_file("replicas-webhook", values)))
-    assert result.returncode != 0
-    assert "operator.replicas > 1 needs webhook.enabled=false" in result.output
-
-
 # -- the values matrix, rendered and accepted by the real apiserver ------------------------------------------
 
 
@@ -188,12 +169,8 @@ MATRIX: dict[str, dict[str, Any]] = {
     },
     "monitoring": {"monitoring": {"podMonitor": {"enabled": True}, "grafanaDashboard": {"enabled": True}}},
     "no-webhook-no-rbac": {"webhook": {"enabled": False}, "rbac": {"create": False}},
-    "replicas-peering-cluster": {"operator": {"replicas": 2}, "webhook": {"enabled": False}},
-    "replicas-peering-namespaced": {
-        "operator": {"replicas": 3, "peeringName": "vigil-ha"},
-        "rbac": {"scope": "namespaced"},
-        "webhook": {"enabled": False},
-    },
+    "replicas-cluster": {"operator": {"replicas": 2}},
+    "replicas-namespaced": {"operator": {"replicas": 3, "leaderLease": "vigil-ha"}, "rbac": {"scope": "namespaced"}},
     "kafka-sasl-tls": merged(
         REPORT_ON,
         {
@@ -210,7 +187,7 @@ MATRIX: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("case", list(MATRIX))
 def test_each_rendered_values_case_is_accepted_by_the_apiserver(
-    kube: Kube, tools: Tools, namespace: str, peering_crds: None, case: str
+    kube: Kube, tools: Tools, namespace: str, case: str
 ) -> None:
     values = merged(MATRIX[case])
     if values.get("rbac", {}).get("scope") == "namespaced":
@@ -240,7 +217,7 @@ def test_each_rendered_values_case_is_accepted_by_the_apiserver(
     assert {o["kind"] for o in without_crd} == expected_without_crd
 
     _check_operator_command_line(objects, namespace, values)
-    _check_peering(objects, namespace, values)
+    _check_leader_election(objects, namespace, values)
     _check_webhooks(objects, namespace, values)
     _check_rbac(objects, namespace, values)
     _check_report(objects, namespace, values)
@@ -257,16 +234,10 @@ def _check_operator_command_line(objects: list[Obj], namespace: str, values: dic
         {n: getattr(parsed, n) for n in OperatorSettings.model_fields if getattr(parsed, n) is not None}
     )
     replicas = values.get("operator", {}).get("replicas", 1)
-    if replicas > 1:  # peered: kopf lets the replica whose pod name hashes highest act
-        assert not parsed.standalone
-        assert parsed.priority_from_pod_name
-        assert parsed.priority is None
-        assert parsed.peering == values["operator"].get("peeringName", "vigil")
-    else:
-        assert parsed.standalone
-        assert not parsed.priority_from_pod_name
-    # the pod name: each replica's peering priority, and the operator's identity (kopf's default needs a passwd
-    # entry for the image's user, which it has not)
+    assert not settings.standalone  # one replica or several, they elect a leader (a rolling update runs two)
+    assert settings.leader_lease == values.get("operator", {}).get("leaderLease", "vigil-operator")
+    # the pod name: the identity of the Lease's holder and of kopf's logs (kopf's default needs a passwd entry for
+    # the image's user, which it has not)
     assert container["env"] == [{"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     (deployment,) = find(objects, "Deployment")
     assert deployment["spec"]["template"]["spec"]["enableServiceLinks"] is False  # no VIGIL_* Service variables
@@ -292,39 +263,30 @@ def _check_operator_command_line(objects: list[Obj], namespace: str, values: dic
     assert str(settings.state_dir).startswith("/tmp/")
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     (deployment,) = find(objects, "Deployment")
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}
+    }  # fmt: skip
     assert deployment["spec"]["replicas"] == replicas
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
-def _check_peering(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
-    """Replicas > 1: the peering object kopf needs (cluster: one ClusterKopfPeering; namespaced: a KopfPeering in
-    each watched namespace) and the RBAC to read it and patch this replica's keep-alive into it."""
-    operator = values.get("operator", {})
-    peerings = [o for o in objects if o["kind"] in {"ClusterKopfPeering", "KopfPeering"}]
-    peering_rules = {
-        r
-        for o in objects
-        if o["kind"] in {"ClusterRole", "Role"} and o["metadata"]["name"].endswith("-operator")
-        for r in _rules_of(o)
-        if r[0] == "kopf.dev"
-    }
-    if operator.get("replicas", 1) <= 1:
-        assert peerings == []
-        assert peering_rules == set()
+def _check_leader_election(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
+    """The replicas' leader Lease: a Role in the release namespace to create Leases and get/update that one, bound to
+    the operator's ServiceAccount; nothing of kopf's peering any more."""
+    assert not [o for o in objects if o["kind"] in {"ClusterKopfPeering", "KopfPeering"}]
+    assert not [r for o in objects if o["kind"] in {"ClusterRole", "Role"} for r in _rules_of(o) if r[0] == "kopf.dev"]
+    if values.get("rbac", {}).get("create", True) is False:
         return
-    name = operator.get("peeringName", "vigil")
-    verbs = {"get", "list", "watch", "patch"}
-    if values.get("rbac", {}).get("scope", "cluster") == "namespaced":
-        assert [(o["kind"], o["metadata"]["name"], o["metadata"]["namespace"]) for o in peerings] == [
-            ("KopfPeering", name, namespace)
-        ]
-        (role,) = [o for o in find(objects, "Role") if o["metadata"]["name"].endswith("-operator")]
-        assert {r for r in _rules_of(role) if r[0] == "kopf.dev"} == {("kopf.dev", "kopfpeerings", v) for v in verbs}
-        assert peering_rules == {("kopf.dev", "kopfpeerings", v) for v in verbs}  # nothing cluster-wide
-    else:
-        assert [(o["kind"], o["metadata"]["name"]) for o in peerings] == [("ClusterKopfPeering", name)]
-        assert peering_rules == {("kopf.dev", "clusterkopfpeerings", v) for v in verbs}
+    lease = values.get("operator", {}).get("leaderLease", "vigil-operator")
+    (role,) = [o for o in find(objects, "Role") if o["metadata"]["name"].endswith("-operator-leader")]
+    assert role["metadata"]["namespace"] == namespace
+    assert sorted((tuple(r.get("resourceNames", ())), tuple(r["verbs"])) for r in role["rules"]) == [
+        ((), ("create",)), ((lease,), ("get", "update"))
+    ]  # fmt: skip
+    (binding,) = [o for o in find(objects, "RoleBinding") if o["metadata"]["name"].endswith("-operator-leader")]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    (account,) = [a for a in find(objects, "ServiceAccount") if a["metadata"]["labels"].get(COMPONENT) == "operator"]
+    assert [(s["kind"], s["name"]) for s in binding["subjects"]] == [("ServiceAccount", account["metadata"]["name"])]
 
 
 def _check_webhooks(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:

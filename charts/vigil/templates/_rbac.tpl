@@ -52,12 +52,3 @@
   resources: ["consumergroups/status"]
   verbs: ["get", "patch"]
 {{- end -}}
-{{/* More than one operator replica: kopf's peering (list/watch the peers, patch its own keep-alive in). */}}
-{{- define "vigil.peeringRules" -}}
-{{- if gt (int .Values.operator.replicas) 1 -}}
-# kopf peering between the operator replicas: read the peers, patch this replica's keep-alive in.
-- apiGroups: ["kopf.dev"]
-  resources: [{{ if eq .Values.rbac.scope "cluster" }}"clusterkopfpeerings"{{ else }}"kopfpeerings"{{ end }}]
-  verbs: ["get", "list", "watch", "patch"]
-{{- end -}}
-{{- end -}}

@@ -101,7 +101,7 @@ class Replica:
         return int((container_status(self.kube.pod(self.namespace, self.pod), "operator") or {}).get("restartCount", 0))
 
     def stop(self) -> None:
-        """Delete the pod (SIGTERM: kopf says goodbye to its peers) and wait until it is gone."""
+        """Delete the pod (SIGTERM: it releases the leader Lease on the way out) and wait until it is gone."""
         with contextlib.suppress(ApiException):
             self.kube.core.delete_namespaced_pod(self.pod, self.namespace)
         self.kube.wait_pod(self.namespace, self.pod, lambda p: p is None, timeout=90, what="gone")
@@ -182,16 +182,16 @@ class RunningOperator:
         wait_for(lambda: len(self.replicas()), lambda n: n == replicas, timeout=120,
                  what=f"release {self.release}: {replicas} operator pod(s)")  # fmt: skip
 
-    def start_replica(self, pod: str, *, peering: str) -> Replica:
-        """A replica named `pod` (its kopf priority follows from the name), peered through `peering`: a bare pod
-        from the release's Deployment template, never restarted, so a killed replica stays gone. The Deployment
-        must be peered (operator.replicas > 1 at install) for the template to carry the peering flags and RBAC."""
+    def start_replica(self, pod: str, *, lease: str) -> Replica:
+        """A replica named `pod` electing its leader by the Lease `lease` (in the release namespace): a bare pod from
+        the release's Deployment template, never restarted, so a killed replica stays gone."""
         deployment = self.kube.apps.read_namespaced_deployment(f"{self.release}-operator", self.namespace)
         spec: dict[str, Any] = self.kube.api.sanitize_for_serialization(deployment.spec.template.spec)
         [container] = spec["containers"]
-        if not any(a.startswith("--peering=") for a in container["args"]):
-            raise AssertionError(f"release {self.release} is not peered: install it with operator.replicas > 1")
-        container["args"] = [f"--peering={peering}" if a.startswith("--peering=") else a for a in container["args"]]
+        if not any(a.startswith("--leader-lease=") for a in container["args"]):
+            raise AssertionError(f"release {self.release}: its operator elects no leader ({container['args']})")
+        container["args"] = [f"--leader-lease={lease}" if a.startswith("--leader-lease=") else a
+                             for a in container["args"]]  # fmt: skip
         body = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -235,7 +235,6 @@ def install_operator(
     for key, value in (values or {}).items():
         defaults[key] = {**defaults.get(key, {}), **value} if isinstance(value, dict) else value
     replicas = int(defaults["operator"]["replicas"])
-    defaults.setdefault("webhook", {}).setdefault("enabled", replicas == 1)  # the chart refuses both
     path = tools.values_file(release, defaults)
     began = time.monotonic()
     tools.helm(

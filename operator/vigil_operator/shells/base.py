@@ -15,8 +15,8 @@ T = TypeVar("T")
 
 
 class StopFlag(Protocol):
-    """kopf's stop flag of a ConsumerGroup's resync loop (`kopf.DaemonStopped`): set when the operator pauses (a peer
-    with a higher priority is alive), the ConsumerGroup is deleted or the operator exits."""
+    """A resync's stop flag (`resyncs.Stop`): set when the replica stops leading, the ConsumerGroup is deleted or the
+    operator exits."""
 
     def is_set(self) -> bool: ...
 

@@ -50,8 +50,8 @@ class Departures:
         """KIP-848 static members whose instance id was released at once because their consumer was provably gone."""
 
     def forget(self, uid: str) -> None:
-        """The ConsumerGroup's loop ended (deleted, paused, exiting): what was kept of it goes. Resumed, it starts
-        over, which only delays an action (a member's first sighting is later), never hastens one."""
+        """The ConsumerGroup's resyncs end here (deleted, leadership lost, exiting): what was kept of it goes. Resumed,
+        it starts over, which only delays an action (a member's first sighting is later), never hastens one."""
         for per_cr in (self.sightings, self._crash_removed, self._released, self._suspects):
             per_cr.pop(uid, None)
 

@@ -121,7 +121,9 @@ def test_the_operators_flags_are_its_settings() -> None:
         ["--standalone", "--resync-seconds", "3", "--events-topic", "", "--no-webhook", "--state-dir", "/tmp/x"]
     )
     found = operator_settings.from_flags(vars(args))
-    assert found == OperatorSettings(resync_seconds=3, events_topic="", webhook=False, state_dir=Path("/tmp/x"))
+    assert found == OperatorSettings(
+        standalone=True, resync_seconds=3, events_topic="", webhook=False, state_dir=Path("/tmp/x")
+    )
 
 
 def test_a_bad_operator_flag_exits_2_with_one_line(
@@ -150,7 +152,7 @@ kopf.run = lambda **kwargs: ran.update(kwargs)
 from vigil_operator import cli
 code = cli.main(sys.argv[1:])
 from vigil_operator import admission, handlers
-print(json.dumps({"code": code, "settings": handlers.SETTINGS.model_dump(mode="json"), "standalone": ran["standalone"],
+print(json.dumps({"code": code, "settings": handlers.SETTINGS.model_dump(mode="json"), "kopf_standalone": ran["standalone"],
                   "env": sorted(k for k in os.environ if k.startswith("VIGIL_OPERATOR_"))}))
 """
 
@@ -166,7 +168,7 @@ def test_vigil_operator_hands_its_flags_to_the_handlers_module() -> None:
                           env=env, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.splitlines()[-1])
-    assert (found["code"], found["standalone"]) == (0, True)
-    expected = OperatorSettings(resync_seconds=7, events_topic="", metrics_port=0)
+    assert (found["code"], found["kopf_standalone"]) == (0, True)  # never kopf peering: the Lease elects
+    expected = OperatorSettings(standalone=True, resync_seconds=7, events_topic="", metrics_port=0)
     assert found["settings"] == expected.model_dump(mode="json")
     assert found["env"] == ["VIGIL_OPERATOR_RESYNC_SECONDS", "VIGIL_OPERATOR_WEBHOOK_PORT"]  # as they were

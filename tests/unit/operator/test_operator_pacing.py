@@ -1,16 +1,18 @@
-"""A ConsumerGroup's resync loop (domain.pacing): when it resyncs, and that once kopf asks it to stop — the replica
-pauses for a peer with a higher priority, the group is deleted, the operator exits — no resync starts and a resync
-in flight begins no further step (a paused replica used to resync once more after "Pausing operations")."""
+"""When a ConsumerGroup resyncs (domain.pacing), in its cluster's loop, and that once asked to stop — the replica
+stops leading, the group is deleted, the operator exits — no resync starts and a resync in flight begins no further
+step."""
 
 import enum
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from vigil_operator.domain import pacing
-from vigil_operator.domain.pacing import End, Resync, Wait
+from vigil_operator.domain.pacing import End, Pace, Resync, Wait
 
 INTERVAL = 30.0
-PAUSING, DELETED, EXITING = "operator pausing", "resource deleted", "operator exiting"
+PAUSING, DELETED, EXITING = "leadership lost", "resource deleted", "operator exiting"
 
 NEXT = [
     # (case, stopping, requested, last_ended, now, move)
@@ -70,3 +72,59 @@ class Reason(enum.Flag):
 )
 def test_stop_reason_in_words(reason: object, words: str) -> None:
     assert pacing.stop_reason(reason) == words
+
+
+# -- the loop of each cluster ---------------------------------------------------------------------------------------
+
+A, B = "kafka-a:9092", "kafka-b:9092"
+PLANS = [
+    # (case, paces, busy, now, due, wake_in)
+    ("nothing to resync", {}, (), 0.0, {}, None),
+    ("new groups: at once, per cluster", {"g1": Pace(A, None), "g2": Pace(B, None), "g3": Pace(A, None)}, (), 0.0,
+     {A: ("g1", "g3"), B: ("g2",)}, None),
+    ("the next due group sets the wake", {"g1": Pace(A, 100.0), "g2": Pace(A, 110.0)}, (), 120.0, {}, 10.0),
+    ("due and waiting in one cluster", {"g1": Pace(A, 100.0), "g2": Pace(A, 110.0)}, (), 135.0, {A: ("g1",)}, 5.0),
+    ("a request is due at once", {"g1": Pace(A, 100.0, requested=True)}, (), 101.0, {A: ("g1",)}, None),
+    ("a cluster with a round running waits for it to end (it wakes the loop)",
+     {"g1": Pace(A, None), "g2": Pace(B, 100.0)}, (A,), 200.0, {B: ("g2",)}, None),
+    ("a busy cluster's waiting groups do not set the wake", {"g1": Pace(A, 100.0), "g2": Pace(B, 110.0)}, (A,), 120.0,
+     {}, 20.0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "paces", "busy", "now", "due", "wake"), PLANS, ids=[c[0] for c in PLANS])
+def test_plan(
+    case: str, paces: dict[str, Pace], busy: tuple[str, ...], now: float, *, due: dict[str, tuple[str, ...]],
+    wake: float | None,
+) -> None:  # fmt: skip
+    found = pacing.plan(paces, busy=busy, interval=INTERVAL, now=now)
+    assert (dict(found.due), found.wake_in) == (due, wake)
+
+
+paces_st = st.dictionaries(
+    st.text("abcdefgh", min_size=1, max_size=3),
+    st.builds(Pace, st.sampled_from([A, B, "kafka-c:9092"]), st.none() | st.floats(0, 1000), st.booleans()),
+    max_size=20,
+)
+
+
+@given(paces=paces_st, busy=st.sets(st.sampled_from([A, B, "kafka-c:9092"])), now=st.floats(0, 2000))
+def test_every_group_is_due_waiting_or_behind_its_clusters_round(
+    paces: dict[str, Pace], busy: set[str], now: float
+) -> None:
+    found = pacing.plan(paces, busy=busy, interval=INTERVAL, now=now)
+    planned = [key for keys in found.due.values() for key in keys]
+    assert len(planned) == len(set(planned))
+    assert not set(found.due) & busy
+    for key, pace in paces.items():
+        if pace.cluster in busy:
+            assert key not in planned
+            continue
+        is_due = pace.last_ended is None or pace.requested or now >= pace.last_ended + INTERVAL
+        assert (key in found.due.get(pace.cluster, ())) is is_due
+        if not is_due:
+            assert pace.last_ended is not None
+            assert found.wake_in is not None
+            assert found.wake_in <= pace.last_ended + INTERVAL - now
+    if found.wake_in is not None:
+        assert found.wake_in > 0

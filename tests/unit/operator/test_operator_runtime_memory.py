@@ -37,7 +37,6 @@ def _traces(value: object, seen: set[int] | None = None) -> Iterator[object]:
 def test_a_released_consumer_group_leaves_nothing_behind() -> None:
     runtime = Runtime(OperatorSettings(), cast(KubeApi, object()))
     now = datetime(2026, 11, 25, tzinfo=UTC)
-    runtime.requests(KEY).set()
     runtime.resynced(KEY, 3)
     runtime._locks[UID] = asyncio.Lock()  # noqa: SLF001 - what a resync leaves
     runtime.departures.remember(UID, [MemberStatus(member_id="m-0", pod="orders-0")], now)
