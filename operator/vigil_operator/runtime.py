@@ -43,6 +43,7 @@ from vigil_operator.shells.stalls import StallFeeds
 __all__ = ["Key", "Post", "Runtime", "StopFlag", "SyncStoppedError", "stopping"]
 
 log = logging.getLogger(__name__)
+NOT_FOUND = 404
 Key = tuple[str, str]
 """A ConsumerGroup's (namespace, name)."""
 
@@ -205,7 +206,13 @@ class Runtime:
         if _holds(body, status):
             return
         meta = body["metadata"]
-        await self.kube.apply_status(meta["namespace"], meta["name"], dump(status))
+        try:
+            await self.kube.apply_status(meta["namespace"], meta["name"], dump(status))
+        except KubeError as exc:
+            if exc.status != NOT_FOUND:
+                raise
+            log.info("status of %s/%s not written: the ConsumerGroup is gone", meta["namespace"], meta["name"])
+            return
         self.metrics.status_writes.inc()
 
     def close(self) -> None:
