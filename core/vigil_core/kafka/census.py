@@ -63,6 +63,8 @@ class Census:
         """Observe every group in `group_ids` once: an Observation or a Miss for each."""
         asked = tuple(dict.fromkeys(group_ids))
         started = self._clock()
+        if not asked:
+            return CensusRound({}, 0, 0.0)
 
         async def work(exchange: Exchange) -> tuple[dict[str, Result], int]:
             return await self._round(exchange, asked, started), exchange.sent

@@ -163,14 +163,10 @@ class Observation:
     timings: GroupTimings | None = None
     """KIP-848 only; None too when DescribeConfigs failed (the timings are advice, the observation stands)."""
     member_epochs: Mapping[str, int] = field(default_factory=dict)
+    """KIP-848 only: member id -> its epoch."""
     seconds: float = 0.0
     """From the round's start to this group's last answer: a silent broker shows here as its timeout, on its own
     groups only."""
-
-    @property
-    def lag(self) -> dict[TopicPartitionRef, int]:
-        """Per assigned partition with both offsets known: end offset − committed (never negative)."""
-        return {tp: max(end - self.committed[tp], 0) for tp, end in self.end_offsets.items() if tp in self.committed}
 
 
 @dataclass(frozen=True)
@@ -227,7 +223,7 @@ def unlisted(asked: Iterable[str], listings: Iterable[Listing]) -> tuple[str, ..
     return tuple(g for g in dict.fromkeys(asked) if g not in seen)
 
 
-def preferred(first: "Observation | Miss", second: "Observation | Miss") -> "Observation | Miss":
+def preferred(first: Observation | Miss, second: Observation | Miss) -> Observation | Miss:
     """Of two results for one group (two brokers listed it for a moment, mid-move): an observation over a miss,
     else the first (the lower node's). The next round sees the group at one coordinator."""
     return second if isinstance(first, Miss) and isinstance(second, Observation) else first
@@ -271,6 +267,11 @@ class CoordinatorPlan:
 
 
 def plan(node: int, listed: Sequence[ListedGroup], size: int = GROUPS_PER_REQUEST) -> CoordinatorPlan:
+    """The batched requests for the groups `node` lists: a classic group with members is described by
+    DescribeGroups, a KIP-848 one by ConsumerGroupDescribe (and DescribeConfigs for its timings); a classic group
+    listed Empty or Dead by its listing alone. Every group that exists gets its offsets fetched; a listed group of
+    another type (share, streams) is what describe calls it, not found, and has nothing committed as a consumer
+    group."""
     classic: list[str] = []
     consumer: list[str] = []
     offsets: list[str] = []
@@ -281,13 +282,14 @@ def plan(node: int, listed: Sequence[ListedGroup], size: int = GROUPS_PER_REQUES
         state = model.by_name(GroupState, group.state, GroupState.UNKNOWN)
         if kind is GroupType.CONSUMER:
             consumer.append(group.group_id)
-        elif kind is GroupType.CLASSIC and state in (GroupState.EMPTY, GroupState.DEAD):
-            settled[group.group_id] = GroupView(group.group_id, state, kind, "", node, ())
-        elif kind is GroupType.CLASSIC:
-            classic.append(group.group_id)
-        else:
+        elif kind is not GroupType.CLASSIC:
             settled[group.group_id] = not_found(group.group_id, node)
-        if not (kind is GroupType.CLASSIC and state is GroupState.DEAD):
+            continue
+        elif state in (GroupState.EMPTY, GroupState.DEAD):
+            settled[group.group_id] = GroupView(group.group_id, state, kind, "", node, ())
+        else:
+            classic.append(group.group_id)
+        if state is not GroupState.DEAD:
             offsets.append(group.group_id)
     return CoordinatorPlan(
         node=node,
