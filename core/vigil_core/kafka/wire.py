@@ -513,19 +513,23 @@ def _assignment(raw: bytes | None) -> tuple[TopicPartitionRef, ...]:
     )
 
 
+def _member(raw: Any, instance_id: str | None, assignment: tuple[TopicPartitionRef, ...]) -> MemberView:
+    """A member as either describe answers it (member id, client id and host are named alike in both)."""
+    return MemberView(str(raw.member_id), instance_id or None, str(raw.client_id), str(raw.client_host), assignment)
+
+
+def _owned(assignment: Any) -> tuple[TopicPartitionRef, ...]:
+    """A KIP-848 member's current assignment (not its target: what librdkafka's describe reports), sorted."""
+    owned = (TopicPartitionRef(str(t.topic_name), int(p)) for t in assignment.topic_partitions for p in t.partitions)
+    return tuple(sorted(owned))
+
+
 def _classic_groups(response: Any) -> dict[str, Description]:
     out: dict[str, Description] = {}
     for g in response.groups:
         consumer = g.protocol_type == _CONSUMER_PROTOCOL
         members = tuple(
-            MemberView(
-                member_id=str(m.member_id),
-                instance_id=m.group_instance_id or None,
-                client_id=str(m.client_id),
-                host=str(m.client_host),
-                assignment=_assignment(m.member_assignment) if consumer else (),
-            )
-            for m in g.members
+            _member(m, m.group_instance_id, _assignment(m.member_assignment) if consumer else ()) for m in g.members
         )
         message = str(getattr(g, "error_message", None) or "")
         out[str(g.group_id)] = Description(
@@ -537,22 +541,7 @@ def _classic_groups(response: Any) -> dict[str, Description]:
 def _consumer_groups(response: Any) -> dict[str, Description]:
     out: dict[str, Description] = {}
     for g in response.groups:
-        members = tuple(
-            MemberView(
-                member_id=str(m.member_id),
-                instance_id=m.instance_id or None,
-                client_id=str(m.client_id),
-                host=str(m.client_host),
-                assignment=tuple(
-                    sorted(
-                        TopicPartitionRef(str(t.topic_name), int(p))
-                        for t in m.assignment.topic_partitions
-                        for p in t.partitions
-                    )
-                ),
-            )
-            for m in g.members or ()
-        )
+        members = tuple(_member(m, m.instance_id, _owned(m.assignment)) for m in g.members or ())
         out[str(g.group_id)] = Description(
             code=int(g.error_code),
             state=str(g.group_state or ""),
