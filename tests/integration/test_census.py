@@ -255,3 +255,19 @@ def test_a_silent_broker_costs_only_its_own_groups(kafka3: KafkaCluster) -> None
         member.close()
         wire.close()
         kafka3.wait_healthy([frozen])
+
+
+@pytest.mark.kafka_secure
+def test_a_group_the_principal_may_not_describe_is_a_miss_not_dead(kafka_secure: KafkaCluster) -> None:
+    """ListGroups leaves out, silently, the groups the principal may not Describe; FindCoordinator answers them
+    GROUP_AUTHORIZATION_FAILED. So the census names the denial, as `GroupClient.describe` does (it raises it), and
+    never calls a group it cannot see Dead."""
+    group = clients.unique("g-noacl")
+    wire = GroupWire(kafka_secure.connection("app"))
+    try:
+        seen = Census(wire).round([group]).groups[group]
+    finally:
+        wire.close()
+    assert isinstance(seen, Miss), seen
+    assert (seen.api, seen.outcome.name) == (Api.FIND_COORDINATOR, "GROUP_AUTHORIZATION_FAILED")
+    assert "FindCoordinator" in seen.line
