@@ -2,7 +2,8 @@
 given what the brokers listed, and how the answers become, per asked group, one observation or one miss.
 
 Plain values in, plain values out, no I/O: the wire (`vigil_core.kafka.wire.Exchange`) builds the answer types
-below from the brokers' responses, the census sends what the plan says, and `observe` / `resolve_unlisted` merge.
+below from the brokers' responses, the census sends what `plan` says, and `observe_all` (per coordinator) and
+`resolve_unlisted` (the groups no broker listed) merge the answers.
 
 What an observation must equal, and why the plan can leave requests out:
 - `GroupClient.describe(group, subscriptions=False)`: librdkafka's describe asks ConsumerGroupDescribe and falls
@@ -398,12 +399,12 @@ def observe(
     timings: GroupTimings | None = None,
 ) -> Observation | Miss:
     """One group's answers as one observation, or the miss of the first that failed (describe, offsets, ends)."""
-    for part in (view, committed, ends):
-        if isinstance(part, Failure):
-            return miss(part)
-    assert not isinstance(view, Failure)
-    assert not isinstance(committed, Failure)
-    assert not isinstance(ends, Failure)
+    if isinstance(view, Failure):
+        return miss(view)
+    if isinstance(committed, Failure):
+        return miss(committed)
+    if isinstance(ends, Failure):
+        return miss(ends)
     epoch = description.epoch if description is not None else None
     epochs = description.member_epochs if description is not None else {}
     return Observation(view, committed, ends, epoch, timings if view.type is GroupType.CONSUMER else None, epochs)
