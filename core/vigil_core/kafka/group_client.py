@@ -30,19 +30,10 @@ from vigil_core.kafka.security import KafkaConnection
 from vigil_core.rules import BrokerLimits
 
 REASON_PREFIX = "vigil: "
-GROUP_SESSION_CONFIG = "consumer.session.timeout.ms"
-GROUP_HEARTBEAT_CONFIG = "consumer.heartbeat.interval.ms"
+GROUP_SESSION_CONFIG = model.GROUP_SESSION_CONFIG
+GROUP_HEARTBEAT_CONFIG = model.GROUP_HEARTBEAT_CONFIG
+GroupTimings = model.GroupTimings  # defined with the model (the census reads timings too); callers import it here
 REJOIN_POLL_SECONDS = 0.25
-
-
-@dataclasses.dataclass(frozen=True)
-class GroupTimings:
-    """A KIP-848 group's timings, as its members get them (ms)."""
-
-    session_ms: int
-    heartbeat_ms: int
-    session_override_ms: int | None
-    """The group's own session timeout, None when it follows the broker's default."""
 
 
 _UNSUPPORTED_VERSION = 35
@@ -257,18 +248,7 @@ class GroupClient:
             lambda: self._admin.describe_configs([resource], request_timeout=self._timeout)[resource],
         )  # fmt: skip
 
-        def ms(name: str, default: int) -> int:
-            entry = configs.get(name)
-            return int(entry.value) if entry is not None and entry.value is not None else default
-
-        session = configs.get(GROUP_SESSION_CONFIG)
-        override = None if session is None or session.value is None or session.is_default else int(session.value)
-        kafka = BrokerLimits()  # a group config absent from the answer (an older broker): Kafka's default
-        return GroupTimings(
-            session_ms=ms(GROUP_SESSION_CONFIG, kafka.consumer_session_ms),
-            heartbeat_ms=ms(GROUP_HEARTBEAT_CONFIG, kafka.consumer_heartbeat_ms),
-            session_override_ms=override,
-        )
+        return model.group_timings({name: (entry.value, bool(entry.is_default)) for name, entry in configs.items()})
 
     def set_group_session(self, group_id: str, session_ms: int | None) -> None:
         """Set the KIP-848 group's `consumer.session.timeout.ms` (None: remove the override, back to the broker's

@@ -5,9 +5,15 @@ ConsumerGroup status, conditions and metrics): `group_state` from what librdkafk
 group it cannot name, what ConsumerGroupDescribe says; `rebalancing` whether that state waits on the members.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import TypeVar
+
+from vigil_core.rules import BrokerLimits
+
+GROUP_SESSION_CONFIG = "consumer.session.timeout.ms"
+GROUP_HEARTBEAT_CONFIG = "consumer.heartbeat.interval.ms"
 
 
 class GroupType(StrEnum):
@@ -118,3 +124,31 @@ class GroupView:
 
     def member(self, member_id: str) -> MemberView | None:
         return next((m for m in self.members if m.member_id == member_id), None)
+
+
+@dataclass(frozen=True)
+class GroupTimings:
+    """A KIP-848 group's timings, as its members get them (ms)."""
+
+    session_ms: int
+    heartbeat_ms: int
+    session_override_ms: int | None
+    """The group's own session timeout, None when it follows the broker's default."""
+
+
+def group_timings(configs: Mapping[str, tuple[str | None, bool]]) -> GroupTimings:
+    """A KIP-848 group's timings from the DescribeConfigs answer for it (config name -> (value, is the default)):
+    its own configs, else the broker's (a 4.x broker answers those as the group's defaults), else Kafka's default
+    for a config absent from the answer (an older broker). One reading for every client of the answer."""
+    kafka = BrokerLimits()
+
+    def ms(name: str, default: int) -> int:
+        value = configs.get(name, (None, True))[0]
+        return int(value) if value is not None else default
+
+    session, session_is_default = configs.get(GROUP_SESSION_CONFIG, (None, True))
+    return GroupTimings(
+        session_ms=ms(GROUP_SESSION_CONFIG, kafka.consumer_session_ms),
+        heartbeat_ms=ms(GROUP_HEARTBEAT_CONFIG, kafka.consumer_heartbeat_ms),
+        session_override_ms=None if session is None or session_is_default else int(session),
+    )

@@ -84,6 +84,10 @@ class Api(StrEnum):
     """A pending member that keeps a deliberate rebalance's join phase open until the removed member is back."""
     CONSUMER_GROUP_HEARTBEAT = "ConsumerGroupHeartbeat"
     """KIP-848, epoch -2 on a dead static member's behalf: its instance id released for its replacement."""
+    LIST_GROUPS = "ListGroups"
+    """A census round asks every broker which groups it coordinates (`vigil_core.kafka.census`)."""
+    METADATA = "Metadata"
+    """A census round's partition leaders (where ListOffsets goes)."""
 
 
 class Reaction(StrEnum):

@@ -6,25 +6,42 @@ group's real state: librdkafka reports Assigning and Reconciling as Unknown; the
 is released already) and
 ConsumerGroupHeartbeat with epoch -2 (a dead static member's instance id released on its behalf).
 
+A census round (`vigil_core.kafka.census`) sends its batched requests through `Exchange`: ListGroups, DescribeGroups
+and ConsumerGroupDescribe for many groups, OffsetFetch v8+, Metadata, ListOffsets, DescribeConfigs of GROUP resources
+and FindCoordinator v4, each to one node, many at once on kafka-python's IO loop.
+
 Only this module imports kafka-python. It returns raw error codes; `outcomes.classify` decides what they
 mean. Transport failures become `outcomes.TRANSPORT_ERROR`.
 """
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Generic, TypeVar
 
 import kafka.errors
 from kafka import KafkaAdminClient
-from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.future import Future
+from kafka.protocol.admin import DescribeConfigsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest
-from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
-from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.consumer import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListOffsetsRequest,
+    OffsetFetchRequest,
+)
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
+from vigil_core.kafka import census_plan as plan
 from vigil_core.kafka import messages
-from vigil_core.kafka.outcomes import TRANSPORT_ERROR
+from vigil_core.kafka.census_plan import Batch, Description, Failure, GroupConfigs, Leaders, Listing, Offsets
+from vigil_core.kafka.model import GROUP_HEARTBEAT_CONFIG, GROUP_SESSION_CONFIG, MemberView, TopicPartitionRef
+from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, code_of
 from vigil_core.kafka.security import KafkaConnection
+
+T = TypeVar("T")
 
 # the class names are the schemas' file names in vigil_core/kafka/messages (kafka-python loads them by name)
 
@@ -139,6 +156,17 @@ class GroupWire:
 
         return manager.run(send)
 
+    def exchange(self, work: Callable[["Exchange"], Awaitable[T]]) -> T:
+        """Run `work` (a census round) on kafka-python's IO loop with a fresh Exchange; blocks until it is done."""
+        manager = self._admin._manager  # noqa: SLF001 - the connection manager is how kafka-python sends
+        exchange = Exchange(manager, self._timeout_ms)
+
+        async def run() -> T:
+            return await work(exchange)
+
+        result: T = manager.run(run)
+        return result
+
     def find_coordinator(self, group_id: str) -> Coordinator:
         """Ask any broker which node coordinates `group_id` (never cached here: the caller caches)."""
         try:
@@ -250,3 +278,311 @@ class GroupWire:
                     continue
                 result[member.member_id] = tuple(sorted(subscription.topics))
         return result
+
+
+# -- a census round's batched requests ------------------------------------------------------------------------
+
+MAX_IN_FLIGHT: Final = 4
+"""Requests of one round in flight to one node at once. kafka-python pipelines up to 5 per connection (its
+`max_in_flight_requests_per_connection`) and fails a send beyond that at once ("Node paused",
+`KafkaConnection.send_request`) instead of queueing it; one slot stays free for its own metadata refresh. The broker
+reads a connection's requests one at a time anyway, so more would gain nothing."""
+
+_UNSUPPORTED_VERSION: Final = code_of("UNSUPPORTED_VERSION")
+_GROUP_RESOURCE: Final = 32
+"""ConfigResource.Type.GROUP (Kafka 4.0+)."""
+_DEFAULT_CONFIG: Final = 5
+"""DescribeConfigs' ConfigSource.DEFAULT_CONFIG: librdkafka's `is_default` is exactly this source."""
+_LATEST: Final = -1
+_READ_COMMITTED: Final = 1
+_CONSUMER_PROTOCOL: Final = "consumer"
+
+
+class _NoAnswerError(Exception):
+    """A request that got no answer (or one this client cannot read): its code and why."""
+
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+class Pending(Generic[T]):
+    """Work started on the IO loop (`Exchange.start`), to await later."""
+
+    def __init__(self, future: Any) -> None:
+        self._future = future
+
+    def __await__(self) -> Generator[Any, None, T]:
+        result: T = yield from self._future.__await__()
+        return result
+
+
+class Exchange:
+    """One census round's requests on kafka-python's IO loop, all coroutines of one `GroupWire.exchange` call.
+
+    Each request goes to one node and never raises: a transport failure is an answer with `TRANSPORT_ERROR`. Work
+    for different nodes runs concurrently (`start`), so a silent node costs its own requests their timeout and
+    nobody else anything. Per node at most MAX_IN_FLIGHT requests are out at once, the rest wait their turn; once a
+    request to a node got no answer, the round's later requests to it fail at once (unsent, uncounted): a node
+    that let one request time out would let the next ones too, each costing a timeout more."""
+
+    def __init__(self, manager: Any, timeout_ms: int) -> None:
+        self._manager = manager
+        self._timeout_ms = timeout_ms
+        self._busy: dict[int, int] = {}
+        self._waiting: dict[int, deque[Any]] = {}
+        self._failed: dict[int, str] = {}
+        self.sent = 0
+        """Requests handed to kafka-python in this round."""
+
+    def start(self, work: Coroutine[Any, Any, T]) -> Pending[T]:
+        """Run `work` concurrently with its caller; await the returned Pending for its result."""
+        return Pending(self._manager.call_soon(work))
+
+    def brokers(self) -> tuple[int, ...]:
+        """The brokers in the client's metadata (kafka-python refreshes it, and on every lost connection)."""
+        return tuple(sorted(int(b.node_id) for b in self._manager.cluster.brokers()))
+
+    async def _acquire(self, node: int) -> None:
+        if self._busy.get(node, 0) < MAX_IN_FLIGHT:
+            self._busy[node] = self._busy.get(node, 0) + 1
+            return
+        turn = Future()
+        self._waiting.setdefault(node, deque()).append(turn)
+        await turn  # the slot is handed over by `_release`
+
+    def _release(self, node: int) -> None:
+        waiting = self._waiting.get(node)
+        if waiting:
+            waiting.popleft().success(None)
+        else:
+            self._busy[node] -= 1
+
+    async def _request(self, node: int, request: Any) -> Any:
+        """Send `request` to `node` and await its answer within the request timeout; _NoAnswerError otherwise."""
+        await self._acquire(node)
+        try:
+            failed = self._failed.get(node)
+            if failed is not None:
+                raise _NoAnswerError(TRANSPORT_ERROR, f"not sent: the broker failed earlier in the round ({failed})")
+            self.sent += 1
+            sent = self._manager.send(request, node, request_timeout_ms=self._timeout_ms)
+            return await self._manager.wait_for(sent, self._timeout_ms)
+        except kafka.errors.IncompatibleBrokerVersion as exc:
+            raise _NoAnswerError(_UNSUPPORTED_VERSION, f"{type(exc).__name__}: {exc}") from exc
+        except (*_TRANSPORT, kafka.errors.KafkaError) as exc:
+            detail = f"{type(exc).__name__}: {exc}".rstrip(": ")
+            self._failed.setdefault(node, detail)
+            raise _NoAnswerError(TRANSPORT_ERROR, detail) from exc
+        finally:
+            self._release(node)
+
+    async def _batch(self, api: Api, node: int, request: Any, read: Callable[[Any], dict[str, T]]) -> Batch[T]:
+        try:
+            response = await self._request(node, request)
+        except _NoAnswerError as exc:
+            return Batch(failure=Failure(api, node, exc.code, exc.detail))
+        return Batch(read(response))
+
+    async def list_groups(self, node: int) -> Listing:
+        """Every group `node` coordinates, with its state, and its type from a v5 broker (Kafka 3.8+)."""
+        request = ListGroupsRequest(states_filter=[], types_filter=[], min_version=4, max_version=5)
+        try:
+            response = await self._request(node, request)
+        except _NoAnswerError as exc:
+            return Listing(node, failure=Failure(Api.LIST_GROUPS, node, exc.code, exc.detail))
+        if response.error_code != 0:  # a coordinator shard loading: the list is incomplete, so it is no list
+            return Listing(node, failure=Failure(Api.LIST_GROUPS, node, int(response.error_code)))
+        typed = request.API_VERSION >= 5
+        groups = tuple(
+            plan.ListedGroup(str(g.group_id), str(g.group_state or ""), str(g.group_type or "") if typed else "")
+            for g in response.groups
+        )
+        return Listing(node, groups)
+
+    async def describe_classic(self, node: int, group_ids: Sequence[str]) -> Batch[Description]:
+        """DescribeGroups for many classic groups: members with their decoded assignments (no subscriptions)."""
+        request = DescribeGroupsRequest(groups=list(group_ids), include_authorized_operations=False)
+        return await self._batch(Api.DESCRIBE_GROUP, node, request, _classic_groups)
+
+    async def describe_consumer(self, node: int, group_ids: Sequence[str]) -> Batch[Description]:
+        """ConsumerGroupDescribe for many KIP-848 groups: state, epochs, members and their current assignments."""
+        request = ConsumerGroupDescribeRequest(group_ids=list(group_ids), include_authorized_operations=False)
+        return await self._batch(Api.DESCRIBE_GROUP, node, request, _consumer_groups)
+
+    async def committed(self, node: int, group_ids: Sequence[str]) -> Batch[Offsets]:
+        """OffsetFetch for many groups (v8+), require_stable, every partition (Topics null). Capped at v9: v10 names
+        topics by id only (KIP-848), and a name is what the rest of vigil uses."""
+        group = OffsetFetchRequest.OffsetFetchRequestGroup
+        request = OffsetFetchRequest(
+            groups=[group(group_id=g, topics=None) for g in group_ids],
+            require_stable=True,
+            min_version=8,
+            max_version=9,
+        )
+        return await self._batch(Api.OFFSET_FETCH, node, request, _offsets)
+
+    async def group_configs(self, node: int, group_ids: Sequence[str]) -> Batch[GroupConfigs]:
+        """DescribeConfigs of many GROUP resources: a KIP-848 group's session and heartbeat configs."""
+        resource = DescribeConfigsRequest.DescribeConfigsResource
+        keys = [GROUP_SESSION_CONFIG, GROUP_HEARTBEAT_CONFIG]
+        request = DescribeConfigsRequest(
+            resources=[
+                resource(resource_type=_GROUP_RESOURCE, resource_name=g, configuration_keys=keys) for g in group_ids
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+            min_version=1,
+        )
+        return await self._batch(Api.DESCRIBE_CONFIGS, node, request, _group_configs)
+
+    async def find_coordinators(self, node: int, group_ids: Sequence[str]) -> Batch[plan.Coordinator]:
+        """FindCoordinator v4 for many groups in one request."""
+        request = FindCoordinatorRequest(key_type=0, coordinator_keys=list(group_ids), min_version=4)
+        return await self._batch(Api.FIND_COORDINATOR, node, request, _coordinators)
+
+    async def leaders(self, node: int, topics: Sequence[str]) -> Leaders | Failure:
+        """Metadata of `topics`: each partition's leader (never creating a topic)."""
+        topic = MetadataRequest.MetadataRequestTopic
+        request = MetadataRequest(
+            topics=[topic(name=t) for t in topics], allow_auto_topic_creation=False, min_version=1
+        )
+        try:
+            response = await self._request(node, request)
+        except _NoAnswerError as exc:
+            return Failure(Api.METADATA, node, exc.code, exc.detail)
+        leaders: dict[TopicPartitionRef, int] = {}
+        topic_errors: dict[str, int] = {}
+        partition_errors: dict[TopicPartitionRef, int] = {}
+        for t in response.topics:
+            if t.error_code != 0:
+                topic_errors[str(t.name)] = int(t.error_code)
+                continue
+            for p in t.partitions:
+                tp = TopicPartitionRef(str(t.name), int(p.partition_index))
+                if p.error_code == 0 and p.leader_id >= 0:
+                    leaders[tp] = int(p.leader_id)
+                else:
+                    partition_errors[tp] = int(p.error_code)
+        return Leaders(leaders, topic_errors, partition_errors)
+
+    async def end_offsets(
+        self, node: int, partitions: Sequence[TopicPartitionRef]
+    ) -> dict[TopicPartitionRef, int | Failure]:
+        """ListOffsets to a partition leader: the read_committed latest offset (the LSO) of each partition."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        topic, partition = ListOffsetsRequest.ListOffsetsTopic, ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
+        request = ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=_READ_COMMITTED,
+            topics=[
+                topic(name=t, partitions=[partition(partition_index=p, timestamp=_LATEST) for p in ps])
+                for t, ps in by_topic.items()
+            ],
+            timeout_ms=self._timeout_ms,
+            min_version=2,
+        )
+        try:
+            response = await self._request(node, request)
+        except _NoAnswerError as exc:
+            failure = Failure(Api.LIST_OFFSETS, node, exc.code, exc.detail)
+            return dict.fromkeys(partitions, failure)
+        out: dict[TopicPartitionRef, int | Failure] = {}
+        for t in response.topics:
+            for p in t.partitions:
+                tp = TopicPartitionRef(str(t.name), int(p.partition_index))
+                out[tp] = (
+                    int(p.offset) if p.error_code == 0 else Failure(Api.LIST_OFFSETS, node, int(p.error_code), str(tp))
+                )
+        return out
+
+
+def _assignment(raw: bytes | None) -> tuple[TopicPartitionRef, ...]:
+    """A classic consumer member's assignment (ConsumerProtocolAssignment), sorted; none when undecodable."""
+    if not raw:
+        return ()
+    try:
+        decoded = ConsumerProtocolAssignment.decode(raw)
+    except Exception:  # noqa: BLE001 - a member whose assignment cannot be read owns nothing vigil can name
+        return ()
+    return tuple(
+        sorted(TopicPartitionRef(str(t.topic), int(p)) for t in decoded.assigned_partitions for p in t.partitions)
+    )
+
+
+def _member(raw: Any, instance_id: str | None, assignment: tuple[TopicPartitionRef, ...]) -> MemberView:
+    """A member as either describe answers it (member id, client id and host are named alike in both)."""
+    return MemberView(str(raw.member_id), instance_id or None, str(raw.client_id), str(raw.client_host), assignment)
+
+
+def _owned(assignment: Any) -> tuple[TopicPartitionRef, ...]:
+    """A KIP-848 member's current assignment (not its target: what librdkafka's describe reports), sorted."""
+    owned = (TopicPartitionRef(str(t.topic_name), int(p)) for t in assignment.topic_partitions for p in t.partitions)
+    return tuple(sorted(owned))
+
+
+def _classic_groups(response: Any) -> dict[str, Description]:
+    out: dict[str, Description] = {}
+    for g in response.groups:
+        consumer = g.protocol_type == _CONSUMER_PROTOCOL
+        members = tuple(
+            _member(m, m.group_instance_id, _assignment(m.member_assignment) if consumer else ()) for m in g.members
+        )
+        message = str(getattr(g, "error_message", None) or "")
+        out[str(g.group_id)] = Description(
+            int(g.error_code), str(g.group_state or ""), str(g.protocol_data or ""), members, message=message
+        )
+    return out
+
+
+def _consumer_groups(response: Any) -> dict[str, Description]:
+    out: dict[str, Description] = {}
+    for g in response.groups:
+        members = tuple(_member(m, m.instance_id, _owned(m.assignment)) for m in g.members or ())
+        out[str(g.group_id)] = Description(
+            code=int(g.error_code),
+            state=str(g.group_state or ""),
+            assignor=str(g.assignor_name or ""),
+            members=members,
+            epoch=int(g.group_epoch),
+            member_epochs={str(m.member_id): int(m.member_epoch) for m in g.members or ()},
+            message=str(g.error_message or ""),
+        )
+    return out
+
+
+def _offsets(response: Any) -> dict[str, Offsets]:
+    out: dict[str, Offsets] = {}
+    for g in response.groups:
+        committed: dict[TopicPartitionRef, int] = {}
+        unstable: list[TopicPartitionRef] = []
+        for t in g.topics or ():
+            for p in t.partitions:
+                tp = TopicPartitionRef(str(t.name), int(p.partition_index))
+                if p.error_code == plan.UNSTABLE_OFFSET_COMMIT:
+                    unstable.append(tp)
+                elif p.error_code == 0 and p.committed_offset >= 0:
+                    committed[tp] = int(p.committed_offset)
+        out[str(g.group_id)] = Offsets(int(g.error_code), committed, tuple(sorted(unstable)))
+    return out
+
+
+def _group_configs(response: Any) -> dict[str, GroupConfigs]:
+    return {
+        str(r.resource_name): GroupConfigs(
+            int(r.error_code),
+            {str(c.name): (c.value, c.config_source == _DEFAULT_CONFIG) for c in r.configs or ()},
+            str(r.error_message or ""),
+        )
+        for r in response.results
+    }
+
+
+def _coordinators(response: Any) -> dict[str, plan.Coordinator]:
+    return {
+        str(c.key): plan.Coordinator(int(c.error_code), int(c.node_id), str(c.error_message or ""))
+        for c in response.coordinators
+    }
