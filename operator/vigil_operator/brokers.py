@@ -1,9 +1,10 @@
 """The operator's Kafka side: one GroupClient per distinct connection, each on its own worker thread.
 
-A resync asks each group's coordinator three things — describe (no subscription decoding), committed offsets,
-read_committed end offsets of the assigned partitions — and, for a KIP-848 group, its own session and heartbeat
-(DescribeConfigs of the GROUP resource: what its members get, the broker's values unless the group overrides them);
-it reuses the cluster id and the broker's timing limits (asked once per connection, limits refreshed every
+The groups of a round are observed together: the resyncs that ask for their group within a moment of each other
+(a cluster's round starts them together, `resyncs`) share one census round (`GroupClient.survey`): describe,
+committed offsets, read_committed end offsets of the assigned partitions and, for KIP-848 groups, their own session,
+heartbeat (group configs) and group epoch — in requests that grow with the brokers and coordinators, not with the
+groups. The cluster id and the broker's timing limits are reused (asked once per connection, limits refreshed every
 LIMITS_TTL). Every failure becomes `Unreachable` with one line naming the bootstrap servers; nothing raises into
 kopf.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaException
 
 from vigil_core import rules
+from vigil_core.kafka.census_plan import Miss
 from vigil_core.kafka.group_client import DeliberateRebalance, GroupClient, GroupClientError, GroupTimings
 from vigil_core.kafka.model import MemberView
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
@@ -26,6 +28,10 @@ from vigil_operator.domain.reconcile import GroupFacts, Unreachable
 
 log = logging.getLogger(__name__)
 LIMITS_TTL = 600.0
+GATHER_QUIET = 0.05
+"""A census round starts once no resync asked for a group for this long (seconds)…"""
+GATHER_MAX = 1.0
+"""…or this long after the first asked: the groups of one resync round go in one census round."""
 DOWN_HOLD_SECONDS = 10.0
 """After connecting to a cluster failed, its groups' resyncs within this long report that failure without trying
 again: N groups on a cluster that is down cost one connect timeout per hold, not N queued on its one worker."""
@@ -50,7 +56,19 @@ class _Cluster:
     """When connecting last failed (monotonic) and why; None once a client is connected."""
     unread_timings: set[str] = field(default_factory=set)
     """KIP-848 groups whose own timings could not be read (logged once each)."""
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    gathering: "_Gathering | None" = None
+    """The groups asked for since the last census round began, waiting for the next one."""
+
+
+@dataclass
+class _Gathering:
+    """Observations asked for, waiting for one census round together."""
+
+    opened: float
+    last: float
+    asked: dict[str, "asyncio.Future[GroupFacts | Unreachable]"] = field(default_factory=dict)
+    kip848: set[str] = field(default_factory=set)
+    task: "asyncio.Task[None] | None" = None
 
 
 class Brokers:
@@ -66,19 +84,51 @@ class Brokers:
 
     async def observe(self, connection: KafkaConnection, group_id: str, *, kip848: bool = False
                       ) -> GroupFacts | Unreachable:  # fmt: skip
-        """The group now; `kip848`: its members use the consumer protocol, so its own session and heartbeat (group
-        configs) are read too and judged instead of the broker's."""
+        """The group now, observed in the next census round of its cluster with the other groups asked for meanwhile;
+        `kip848`: its members use the consumer protocol, so its own session and heartbeat (group configs) are judged
+        instead of the broker's."""
         cluster = self._cluster(connection)
         loop = asyncio.get_running_loop()
+        gathering = cluster.gathering
+        if gathering is None:
+            gathering = cluster.gathering = _Gathering(loop.time(), loop.time())
+            gathering.task = loop.create_task(self._census(cluster, gathering))
+        gathering.last = loop.time()
+        if kip848:
+            gathering.kip848.add(group_id)
+        found = gathering.asked.get(group_id)
+        if found is None:
+            found = gathering.asked[group_id] = loop.create_future()
+        return await asyncio.shield(found)
+
+    async def _census(self, cluster: _Cluster, gathering: _Gathering) -> None:
+        """Once the resyncs stopped asking (GATHER_QUIET) or GATHER_MAX passed: one census round for all they asked."""
+        loop = asyncio.get_running_loop()
+        while (due := min(gathering.last + GATHER_QUIET, gathering.opened + GATHER_MAX)) > loop.time():
+            await asyncio.sleep(due - loop.time())
+        cluster.gathering = None
+        groups = list(gathering.asked)
+        found: dict[str, GroupFacts | Unreachable] = {}
         try:
-            return await loop.run_in_executor(cluster.worker, self._observe, cluster, group_id, kip848)
+            kip848 = frozenset(gathering.kip848)
+            found = await loop.run_in_executor(cluster.worker, self._survey, cluster, groups, kip848)
         except _StillDownError as exc:
-            return _unreachable(connection, str(exc))
-        except (GroupClientError, KafkaException, StopIteration, RuntimeError, OSError) as exc:
+            found = dict.fromkeys(groups, _unreachable(cluster.connection, str(exc)))
+        except Exception as exc:  # every asker gets an answer, whatever failed
+            if not isinstance(exc, (GroupClientError, KafkaException, StopIteration, RuntimeError, OSError)):
+                log.exception("census of %d groups on %s failed", len(groups), cluster.connection.bootstrap_servers)
             # start over next time: a client that lived through an outage may keep failing after the broker
             # is back (seen with librdkafka's admin client after a broker restart)
             await loop.run_in_executor(cluster.worker, self._reset, cluster)
-            return _unreachable(connection, _one_line(exc))
+            found = dict.fromkeys(groups, _unreachable(cluster.connection, _one_line(exc)))
+        finally:
+            for group_id, future in gathering.asked.items():
+                if future.done():
+                    continue
+                if group_id in found:
+                    future.set_result(found[group_id])
+                else:  # cancelled (the operator exits)
+                    future.cancel()
 
     @staticmethod
     def _reset(cluster: _Cluster) -> None:
@@ -196,7 +246,10 @@ class Brokers:
     def requests(self) -> int:
         return sum(c.requests for c in self._clusters.values())
 
-    def _observe(self, cluster: _Cluster, group_id: str, kip848: bool) -> GroupFacts:
+    def _survey(
+        self, cluster: _Cluster, groups: list[str], kip848: frozenset[str]
+    ) -> dict[str, GroupFacts | Unreachable]:
+        """One census round of `groups` on the cluster's worker; a group missed is `Unreachable` naming why."""
         client = _client(cluster)  # raises _StillDownError within the hold of a failed connect
         if cluster.cluster_id is None:
             cluster.cluster_id = client.cluster_id()
@@ -204,25 +257,26 @@ class Brokers:
         if cluster.limits is None or time.monotonic() - cluster.limits_at > LIMITS_TTL:
             cluster.limits, cluster.limits_at = client.broker_limits(), time.monotonic()
             cluster.requests += 2
-        view = client.describe(group_id, subscriptions=False)
-        committed = client.committed_offsets(group_id)
-        assigned = sorted({tp for m in view.members for tp in m.assignment})
-        end = client.end_offsets(assigned) if assigned else {}
-        cluster.requests += 3 if assigned else 2
-        limits, group_configs = cluster.limits, False
-        if kip848:
-            cluster.requests += 1
-            try:
-                timings = client.group_timings(group_id)
-            except GroupClientError as exc:  # e.g. no DESCRIBE_CONFIGS on the group: the broker's values, said once
-                if group_id not in cluster.unread_timings:
-                    cluster.unread_timings.add(group_id)
-                    log.warning("%s: its own session and heartbeat unread, the broker's judged instead: %s",
-                                group_id, _one_line(exc))  # fmt: skip
-            else:
-                cluster.unread_timings.discard(group_id)
-                limits, group_configs = limits.for_group(timings.session_ms, timings.heartbeat_ms), True
-        return GroupFacts(cluster.cluster_id, view, committed, end, limits, group_configs)
+        answered = client.survey(groups)
+        cluster.requests += answered.requests
+        found: dict[str, GroupFacts | Unreachable] = {}
+        for group_id, result in answered.groups.items():
+            if isinstance(result, Miss):
+                found[group_id] = _unreachable(cluster.connection, result.line)
+                continue
+            limits, group_configs = cluster.limits, False
+            if group_id in kip848:
+                if result.timings is None:  # e.g. no DESCRIBE_CONFIGS on the group: the broker's values, said once
+                    if group_id not in cluster.unread_timings:
+                        cluster.unread_timings.add(group_id)
+                        log.warning("%s: its own session and heartbeat unread, the broker's judged instead", group_id)
+                else:
+                    cluster.unread_timings.discard(group_id)
+                    limits = limits.for_group(result.timings.session_ms, result.timings.heartbeat_ms)
+                    group_configs = True
+            found[group_id] = GroupFacts(cluster.cluster_id, result.view, result.committed, result.end_offsets, limits,
+                                         group_configs, result.group_epoch)  # fmt: skip
+        return found
 
     def close(self) -> None:
         for cluster in self._clusters.values():

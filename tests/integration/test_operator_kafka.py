@@ -238,3 +238,42 @@ def test_groups_on_a_silent_broker_cost_one_connect_timeout_then_the_cluster_is_
         assert held.reason == "BrokerUnreachable"
         assert time.monotonic() - started < 1, "a resync within the hold waited for the broker"
         assert silent.connections() == connected, "a resync within the hold connected again"
+
+
+def test_the_groups_a_round_asks_for_at_once_share_one_census_round(kafka: KafkaCluster, brokers: Brokers) -> None:
+    """A cluster's round starts its resyncs together: the groups they ask for within a moment of each other are
+    observed in one census round, so the broker requests do not grow with the groups; each resync gets its own
+    group's facts, and a KIP-848 group's epoch is its generation (the per-group rebalance count's source)."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("op-census"), partitions=2)
+    live = clients.unique("g-op-census-848")
+    member = clients.Member(conn, live, [topic], "m", extra=KIP848).start()
+    try:
+        first = wait_for(lambda: asyncio.run(brokers.observe(conn, live, kip848=True)),
+                         lambda f: isinstance(f, GroupFacts) and f.view.state is GroupState.STABLE
+                         and len(f.view.members) == 1, timeout=30, what=f"{live} Stable with its member")  # fmt: skip
+        assert isinstance(first, GroupFacts)
+        assert first.generation is not None
+        assert first.generation >= 1
+
+        def requests_for(*groups: str) -> tuple[int, list[GroupFacts | Unreachable]]:
+            async def together() -> list[GroupFacts | Unreachable]:
+                asked = [brokers.observe(conn, live, kip848=True), *(brokers.observe(conn, g) for g in groups)]
+                return list(await asyncio.gather(*asked))
+
+            before = brokers.requests()
+            answers = asyncio.run(together())
+            return brokers.requests() - before, answers
+
+        none = [clients.unique(f"g-op-census-none-{i}") for i in range(30)]
+        few, _ = requests_for(*none[:2])
+        many, answers = requests_for(*none)
+        print(f"requests of one census round: {few} for 3 groups, {many} for 31")
+        assert many == few, f"{many} requests for 31 groups, {few} for 3: they grow with the groups"
+        live_facts, *rest = answers
+        assert isinstance(live_facts, GroupFacts)
+        assert (live_facts.view.group_id, live_facts.generation) == (live, first.generation)
+        assert [f.view.group_id for f in rest if isinstance(f, GroupFacts)] == none
+        assert {f.view.state for f in rest if isinstance(f, GroupFacts)} == {GroupState.DEAD}
+    finally:
+        member.close()

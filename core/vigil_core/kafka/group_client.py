@@ -24,6 +24,8 @@ from confluent_kafka.admin import (
 )
 
 from vigil_core.kafka import model, retry, wire
+from vigil_core.kafka.census import Census
+from vigil_core.kafka.census_plan import CensusRound
 from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView, TopicPartitionRef
 from vigil_core.kafka.outcomes import APP_POLLED, TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
@@ -109,6 +111,12 @@ class GroupClient:
                 break
             self._sleep(retry.jittered(attempt, self._jitter.random()))
         raise GroupClientError(outcome, f"FindCoordinator for group {group_id!r}")
+
+    def survey(self, group_ids: Iterable[str]) -> CensusRound:
+        """Many groups observed in one census round (`census`): broker requests grow with the brokers and the
+        coordinators, not with the groups; each observation is what `describe`, `committed_offsets` and
+        `end_offsets` say of its group."""
+        return Census(self._wire).round(group_ids)
 
     def connect(self, group_id: str) -> None:
         """Open this client's connection to the group's coordinator ahead of need (one DescribeGroups through it): a

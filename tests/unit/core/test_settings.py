@@ -152,7 +152,8 @@ kopf.run = lambda **kwargs: ran.update(kwargs)
 from vigil_operator import cli
 code = cli.main(sys.argv[1:])
 from vigil_operator import admission, handlers
-print(json.dumps({"code": code, "settings": handlers.SETTINGS.model_dump(mode="json"), "kopf_standalone": ran["standalone"],
+print(json.dumps({"code": code, "settings": handlers.SETTINGS.model_dump(mode="json"),
+                  "kopf_standalone": ran["standalone"],
                   "env": sorted(k for k in os.environ if k.startswith("VIGIL_OPERATOR_"))}))
 """
 
