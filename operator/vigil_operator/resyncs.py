@@ -50,8 +50,8 @@ class Stop:
 
 
 class Leader(Protocol):
-    async def lead(self) -> StopFlag:
-        """Until this replica leads; then the flag of its leadership, set when it stops leading."""
+    async def leading(self) -> StopFlag:
+        """Until this replica leads; then the flag of its term, set when it stops leading."""
         ...
 
 
@@ -61,11 +61,12 @@ class Always:
     def __init__(self) -> None:
         self._term = Stop()
 
-    async def lead(self) -> StopFlag:
-        await asyncio.sleep(0)
+    async def leading(self) -> StopFlag:
+        if self._term.is_set():  # ended: no other term ever
+            await asyncio.get_running_loop().create_future()
         return self._term
 
-    def release(self) -> None:
+    def end(self) -> None:
         self._term.set(EXITING)
 
 
@@ -90,6 +91,7 @@ class Resyncs(Generic[K, R]):
         self._requested: set[K] = set()
         self._inflight: dict[K, Stop] = {}
         self._rounds: dict[str, asyncio.Task[None]] = {}
+        self._exiting = False
         self.rounds = 0
 
     # -- fed by kopf's handlers --------------------------------------------------------------------------------
@@ -114,20 +116,23 @@ class Resyncs(Generic[K, R]):
         self._wake.set()
 
     # -- the loops ------------------------------------------------------------------------------------------------
+    def exit(self) -> None:
+        """The operator exits: once the current term ends, no other begins here."""
+        self._exiting = True
+
     async def run(self, leader: Leader) -> None:
-        """Lead when this replica may, run the rounds while it does; until cancelled or the operator exits."""
+        """Lead when this replica may, run the rounds while it does; until the operator exits (`exit`, then the
+        term ends) or cancelled."""
         await self._indexed.wait()
-        while True:
-            term = await leader.lead()
+        while not self._exiting:
+            term = await leader.leading()
             if term.is_set():
-                return
+                continue
             log.info("leading: the resync loops begin")
             try:
                 await self._lead(term)
             finally:
                 await self._end(pacing.stop_reason(term.reason) if term.is_set() else EXITING)
-            if pacing.stop_reason(term.reason) == EXITING:
-                return
             log.info("not leading any more (%s): the resync loops stop", pacing.stop_reason(term.reason))
 
     async def _lead(self, term: StopFlag) -> None:
