@@ -21,9 +21,9 @@ from kubernetes import client, config
 
 from vigil_dev.testing.kube_fixtures import Kube
 from vigil_dev.testing.waiting import bound
-from vigil_operator.domain import pacing
 from vigil_operator.domain.leadership import Timing
 from vigil_operator.k8s.api import KubeApi
+from vigil_operator.shells.base import SyncStoppedError, stopping, unless_stopped
 from vigil_operator.shells.leadership import Leadership, TermEnd, unique_identity
 
 pytestmark = [pytest.mark.kube, pytest.mark.integration]
@@ -37,10 +37,14 @@ T = TypeVar("T")
 
 
 @contextmanager
-def replica_api(kube: Kube) -> Iterator[KubeApi]:
-    """An API client of its own, as each operator pod has (the admin's credentials)."""
+def replica_api(kube: Kube, clients: list[Any] | None = None) -> Iterator[KubeApi]:
+    """An API client of its own, as each operator pod has (the admin's credentials); its `ApiClient` appended to
+    `clients`, for a test that cuts it off."""
     loader: Any = config
-    api = KubeApi(loader.new_client_from_config(config_file=str(kube.kubeconfig)))
+    api_client = loader.new_client_from_config(config_file=str(kube.kubeconfig))
+    if clients is not None:
+        clients.append(api_client)
+    api = KubeApi(api_client)
     try:
         yield api
     finally:
@@ -78,6 +82,8 @@ def test_of_two_replicas_exactly_one_leads_and_its_release_hands_over_at_the_nex
             b = Leadership(api_b, namespace, LEASE, unique_identity("replica-b"), timing=SLOW_EXPIRY)
             runs = [asyncio.create_task(a.run())]
             term = await asyncio.wait_for(a.leading(), timeout=bound(SLOW_EXPIRY.retry_period))
+            assert stopping(term) is None
+            resync = asyncio.create_task(unless_stopped(term, asyncio.Event().wait()))  # work under a's term
             runs.append(asyncio.create_task(b.run()))
             both: list[float] = []
 
@@ -97,11 +103,14 @@ def test_of_two_replicas_exactly_one_leads_and_its_release_hands_over_at_the_nex
                 a.identity, 10, 0,
             )  # fmt: skip
 
+            assert not resync.done()
             released = time.monotonic()
             await a.release()
             assert term.is_set()
-            assert pacing.stop_reason(term.reason) == "leadership released"
+            assert stopping(term) == "leadership released"
             assert not a.is_leader
+            with pytest.raises(SyncStoppedError):
+                await asyncio.wait_for(resync, timeout=1)  # the work under the term gave way
             took_over = await asyncio.wait_for(b.leading(), timeout=bound(SLOW_EXPIRY.retry_period))
             handover = time.monotonic() - released
             assert not took_over.is_set()
@@ -194,6 +203,50 @@ def test_a_write_under_a_stale_resource_version_is_refused(kube: Kube, namespace
     assert (first, second, again) == ("b", None, None)
     assert cleared == {"leaseDurationSeconds": 3, "renewTime": "2027-01-15T08:00:00.250000Z"}
     assert stored(kube, namespace) == cleared
+
+
+def test_a_leader_cut_off_from_the_api_server_stops_leading_before_the_standby_takes_over(
+    kube: Kube, namespace: str
+) -> None:
+    """`a` keeps running but its requests are refused (its client pointed at a closed port: as if its node lost the
+    network): its term ends at the renew deadline after its last renewal, and only after that — the lease duration
+    after `b` last saw the Lease change — does `b` lead. Then `a`, answered again, stands by."""
+
+    async def scenario() -> tuple[float, float, float]:
+        clients: list[Any] = []
+        with replica_api(kube, clients) as api_a, replica_api(kube) as api_b:
+            a = Leadership(api_a, namespace, LEASE, unique_identity("replica-a"), timing=QUICK)
+            b = Leadership(api_b, namespace, LEASE, unique_identity("replica-b"), timing=QUICK)
+            runs = [asyncio.create_task(a.run())]
+            term = await asyncio.wait_for(a.leading(), timeout=bound(QUICK.retry_period))
+            runs.append(asyncio.create_task(b.run()))
+            await until(lambda: (b.reads, b.holder), lambda r: r[0] >= 2 and r[1] == a.identity,
+                        timeout=bound(2 * QUICK.retry_period), what="b standing by for a")  # fmt: skip
+            server = clients[0].configuration.host
+            failures = a.failures
+            clients[0].configuration.host = f"https://127.0.0.1:{closed_port()}"
+            cut = time.monotonic()
+            await asyncio.wait_for(term.wait(), timeout=bound(QUICK.renew_deadline))
+            ended = time.monotonic()
+            assert a.failures > failures
+            assert stopping(term) == "leadership lost"
+            assert not b.is_leader, "b led before a's term ended"
+            await asyncio.wait_for(b.leading(), timeout=bound(QUICK.lease_duration))
+            began = time.monotonic()
+            clients[0].configuration.host = server
+            await until(lambda: a.holder, lambda h: h == b.identity, timeout=bound(2 * QUICK.retry_period),
+                        what="a, answered again, seeing b hold the Lease")  # fmt: skip
+            assert not a.is_leader
+            await b.release()
+            for run in runs:
+                run.cancel()
+            await asyncio.gather(*runs, return_exceptions=True)
+            return cut, ended, began
+
+    cut, ended, began = asyncio.run(scenario())
+    print(f"cut off: a stopped leading after {ended - cut:.2f}s, b led {began - ended:.2f}s later")
+    assert ended - cut <= QUICK.renew_deadline + 0.5  # from its last renewal (before the cut), not the lease's 3 s
+    assert began - ended >= QUICK.lease_duration - QUICK.renew_deadline - QUICK.retry_period
 
 
 def closed_port() -> int:

@@ -16,6 +16,9 @@ An error from the API server (unreachable, 403, a timeout) is one log line (agai
 "not leader": a standby stays one, a leader leads on only until its renew deadline. Nothing here raises out of
 `run()`: no crash loop, and the compare-and-swap and the deadlines (domain.leadership) keep it to one leader.
 
+RBAC: `get`, `create` and `patch` on `leases` (coordination.k8s.io) in the Lease's namespace — an update is a JSON
+merge patch under the resourceVersion read (`KubeApi.update_lease`), not a PUT.
+
 The Lease calls run in a thread pool of their own (one thread): a renewal never waits behind the resyncs' calls
 in asyncio's default pool, and a write left running by a cancelled loop lands before the release's write.
 """
@@ -181,8 +184,8 @@ class Leadership:
     # -- the loop ------------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """The election loop, until `release()` or cancellation. Cancelled without a release (the operator exits
-        abruptly), the term ends but the Lease stays ours until it expires, as after a crash."""
+        """The election loop (one per `Leadership`), until `release()` or cancellation. Cancelled without a release
+        (the operator exits abruptly), the term ends but the Lease stays ours until it expires, as after a crash."""
         if self._released:
             return
         self._task = asyncio.current_task()
@@ -229,7 +232,10 @@ class Leadership:
     async def release(self) -> None:
         """Stop leading and hand the Lease over (a graceful exit): the term ends at once, the loop stops, and the
         holder is cleared under compare-and-swap, so a standby takes over at its next try. Call it once the work
-        under the term has given way. If the release cannot be written, the Lease expires as after a crash."""
+        under the term has given way. If the release cannot be written, the Lease expires as after a crash. Once:
+        a second call does nothing."""
+        if self._released:
+            return
         self._released = True
         self._end(TermEnd.LEADERSHIP_RELEASED, "released")
         task = self._task
@@ -276,7 +282,7 @@ class Leadership:
             else:
                 stored = await self.kube.create_lease(self.namespace, self.name, lease_spec(record), **self._request())
         except KubeError as exc:
-            if exc.status == 404:  # deleted since we read it: read again (and create it)
+            if exc.status == 404 and record.version:  # deleted since we read it: read again (and create it)
                 return "conflict"
             self._failed(exc)
             return "failed"
