@@ -93,7 +93,8 @@ def test_of_two_replicas_exactly_one_leads_and_its_release_hands_over_at_the_nex
                 return a.writes, b.reads
 
             renewed, read = a.writes, b.reads
-            await until(sample, lambda n: n[0] >= renewed + 4 and n[1] >= read + 4, timeout=bound(5 * 0.5),
+            await until(sample, lambda n: n[0] >= renewed + 4 and n[1] >= read + 4,
+                        timeout=bound(5 * SLOW_EXPIRY.retry_period),
                         what="a renewing and b reading the Lease, four times each")  # fmt: skip
             assert both == [], "both replicas led at once"
             assert (a.is_leader, b.is_leader, b.holder) == (True, False, a.identity)
