@@ -1,5 +1,6 @@
 """Kubernetes calls the operator makes itself: status by server-side apply, the budget Lease and its RBAC,
-Secrets for the Kafka credentials. The `kubernetes` client is blocking: each call runs in a thread.
+Secrets for the Kafka credentials, the leader-election Lease. The `kubernetes` client is blocking: each call runs
+in a thread.
 
 Status is written with server-side apply under the field manager `vigil-operator`, so the fields the report
 job applies (`status.report`, manager `vigil-report`) are never overwritten, and vice versa.
@@ -9,6 +10,7 @@ import asyncio
 import base64
 import json
 from collections.abc import Mapping
+from concurrent.futures import Executor
 from datetime import datetime
 from typing import Any, Final
 
@@ -181,8 +183,82 @@ class KubeApi:
             f"delete pod {namespace}/{name}", lambda: self._core.delete_namespaced_pod(name, namespace, body=options)
         )
 
-    async def _call(self, what: str, call: Any) -> Any:
+    async def lease(
+        self, namespace: str, name: str, *, timeout: float | None = None, executor: Executor | None = None
+    ) -> dict[str, Any] | None:
+        """A Lease as stored (JSON, `metadata.resourceVersion` included); None when it does not exist."""
         try:
+            found = await self._call(
+                f"Lease {namespace}/{name}",
+                lambda: self._coordination.read_namespaced_lease(
+                    name, namespace, _preload_content=False, _request_timeout=timeout
+                ),
+                executor,
+            )
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return _json(found.data)
+
+    async def create_lease(
+        self, namespace: str, name: str, spec: Mapping[str, Any], *, timeout: float | None = None,
+        executor: Executor | None = None,
+    ) -> dict[str, Any] | None:  # fmt: skip
+        """Create the Lease `name` with `spec` (None values left out) and the operator's label; the stored object,
+        or None when one of that name exists already (409: another writer created it first).
+
+        The client sends it through its models (create takes no raw body): a time whose microseconds are 0 goes
+        without them and is refused (400), once in a million creates; the caller's next try succeeds."""
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace, "labels": MANAGED_BY},
+            "spec": {key: value for key, value in spec.items() if value is not None},
+        }
+        return await self._write_lease(
+            f"create Lease {namespace}/{name}",
+            lambda: self._coordination.create_namespaced_lease(
+                namespace, client.V1Lease.model_validate(lease), _preload_content=False, _request_timeout=timeout
+            ),
+            executor,
+        )
+
+    async def update_lease(
+        self, namespace: str, name: str, spec: Mapping[str, Any], *, resource_version: str,
+        timeout: float | None = None, executor: Executor | None = None,
+    ) -> dict[str, Any] | None:  # fmt: skip
+        """Merge `spec` into the Lease (JSON merge patch: a None value removes its field) if it is still at
+        `resource_version`: a compare-and-swap. The stored object, or None on 409 Conflict (another writer changed
+        it since). A Lease deleted meanwhile is a KubeError with status 404.
+
+        A merge patch, not a PUT of the object read: the `kubernetes` client would re-serialize a PUT through its
+        models, dropping fields it does not know and writing a `MicroTime` without its microseconds when they are
+        0, which the API server refuses."""
+        patch = {"metadata": {"resourceVersion": resource_version}, "spec": dict(spec)}
+        return await self._write_lease(
+            f"update Lease {namespace}/{name}",
+            lambda: self._coordination.patch_namespaced_lease(
+                name, namespace, patch, _content_type="application/merge-patch+json", _preload_content=False,
+                _request_timeout=timeout,
+            ),
+            executor,
+        )  # fmt: skip
+
+    async def _write_lease(self, what: str, call: Any, executor: Executor | None) -> dict[str, Any] | None:
+        try:
+            written = await self._call(what, call, executor)
+        except KubeError as exc:
+            if exc.status == 409:
+                return None
+            raise
+        return _json(written.data)
+
+    async def _call(self, what: str, call: Any, executor: Executor | None = None) -> Any:
+        """`call` in a thread (`executor`'s, else asyncio's default pool); its failure as one-line KubeError."""
+        try:
+            if executor is not None:
+                return await asyncio.get_running_loop().run_in_executor(executor, call)
             return await asyncio.to_thread(call)
         except ApiException as exc:
             raise KubeError(f"{what}: {exc.status} {_reason(exc)}", exc.status) from None
