@@ -30,6 +30,7 @@ from vigil_operator.domain.reconcile import Notice, PodFacts
 from vigil_operator.k8s.api import KubeApi
 from vigil_operator.resyncs import Always, Resyncs
 from vigil_operator.runtime import Key, Runtime, StopFlag, SyncStoppedError, stopping
+from vigil_operator.shells.leadership import Leadership, unique_identity
 
 log = logging.getLogger(__name__)
 SETTINGS = operator_settings.configured(os.environ)
@@ -86,18 +87,27 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     )  # fmt: skip
     memo["resyncs"] = resyncs
     leader = memo["leader"] = _leader(runtime)
+    if isinstance(leader, Leadership):
+        memo["election"] = asyncio.create_task(leader.run())
     memo["loops"] = asyncio.create_task(resyncs.run(leader))
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    leader = memo.get("leader")
-    loops = memo.get("loops")
-    if leader is not None:
-        leader.release()  # every resync in flight gives way; a standby replica leads at once
+    """The term ends first (every resync in flight gives way at its next step), then the Lease is released, so the
+    standby that leads next never overlaps a step begun here."""
+    resyncs, leader, election, loops = (memo.get(k) for k in ("resyncs", "leader", "election", "loops"))
+    if isinstance(resyncs, Resyncs):
+        resyncs.exit()
+    if isinstance(election, asyncio.Task):
+        election.cancel()  # the term ends; the Lease stays ours until released below
+    elif isinstance(leader, Always):
+        leader.end()
     if isinstance(loops, asyncio.Task):
         await asyncio.wait({loops}, timeout=EXIT_WAIT)
         loops.cancel()
+    if isinstance(leader, Leadership):
+        await leader.release()
     runtime = memo.get("runtime")
     if isinstance(runtime, Runtime):
         runtime.close()
@@ -107,9 +117,12 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         server.shutdown()
 
 
-def _leader(runtime: Runtime) -> Any:
+def _leader(runtime: Runtime) -> Leadership | Always:
     """The leadership the loops run under: always this replica with --standalone, else the holder of the Lease."""
-    return Always()
+    if SETTINGS.standalone:
+        return Always()
+    identity = unique_identity(operator_settings.identity(os.environ))
+    return Leadership(runtime.kube, SETTINGS.namespace, SETTINGS.leader_lease, identity)
 
 
 # -- indexes ---------------------------------------------------------------------------------------------------

@@ -271,7 +271,7 @@ def _check_operator_command_line(objects: list[Obj], namespace: str, values: dic
 
 
 def _check_leader_election(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
-    """The replicas' leader Lease: a Role in the release namespace to create Leases and get/update that one, bound to
+    """The replicas' leader Lease: a Role in the release namespace to create Leases and get/patch that one, bound to
     the operator's ServiceAccount; nothing of kopf's peering any more."""
     assert not [o for o in objects if o["kind"] in {"ClusterKopfPeering", "KopfPeering"}]
     assert not [r for o in objects if o["kind"] in {"ClusterRole", "Role"} for r in _rules_of(o) if r[0] == "kopf.dev"]
@@ -281,7 +281,7 @@ def _check_leader_election(objects: list[Obj], namespace: str, values: dict[str,
     (role,) = [o for o in find(objects, "Role") if o["metadata"]["name"].endswith("-operator-leader")]
     assert role["metadata"]["namespace"] == namespace
     assert sorted((tuple(r.get("resourceNames", ())), tuple(r["verbs"])) for r in role["rules"]) == [
-        ((), ("create",)), ((lease,), ("get", "update"))
+        ((), ("create",)), ((lease,), ("get", "patch"))
     ]  # fmt: skip
     (binding,) = [o for o in find(objects, "RoleBinding") if o["metadata"]["name"].endswith("-operator-leader")]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
