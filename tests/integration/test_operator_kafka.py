@@ -24,6 +24,7 @@ from vigil_dev.testing import broker_log, clients, static_app
 from vigil_dev.testing.silent_broker import silent_broker
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator.brokers import Brokers
+from vigil_operator.domain import readings
 from vigil_operator.domain.reconcile import GroupFacts, Observation, Unreachable, reconcile
 from vigil_operator.domain.spec import parse_spec
 from vigil_operator.domain.status import ConditionType, ConsumerGroupStatus
@@ -277,3 +278,48 @@ def test_the_groups_a_round_asks_for_at_once_share_one_census_round(kafka: Kafka
         assert {f.view.state for f in rest if isinstance(f, GroupFacts)} == {GroupState.DEAD}
     finally:
         member.close()
+
+
+def test_five_rebalances_between_two_resyncs_count_five(kafka: KafkaCluster, brokers: Brokers) -> None:
+    """The per-group rebalance count (issue #22 point 5) of a KIP-848 group: five membership changes (three joins,
+    two graceful leaves, each seen by the coordinator before the next) between two resyncs raise the group's
+    `vigil_operator_consumergroup_rebalances_total` by exactly five — counted from the group epoch's delta, so a
+    30 s resync misses none of them."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("op-rebalances"), partitions=4)
+    group = clients.unique("g-op-rebalances")
+    labels = ("shop", "orders", group)
+    metrics = OperatorMetrics()
+
+    def resync(last: readings.Readings | None) -> readings.Readings:
+        facts = asyncio.run(brokers.observe(conn, group, kip848=True))
+        assert isinstance(facts, GroupFacts)
+        now, counted = readings.next_readings(last, state=facts.view.state, members=len(facts.view.members),
+                                              lag=None, generation=facts.generation, now=time.time())  # fmt: skip
+        metrics.read_group(labels, last, now, counted)
+        return now
+
+    def members() -> int:
+        facts = asyncio.run(brokers.observe(conn, group, kip848=True))
+        return len(facts.view.members) if isinstance(facts, GroupFacts) else -1
+
+    first = clients.Member(conn, group, [topic], "m0", extra=KIP848).start()
+    others: list[clients.Member] = []
+    try:
+        wait_for(members, lambda n: n == 1, timeout=30, what=f"{group} with its first member")
+        last = resync(None)  # the baseline: nothing counted
+        sample = metrics.registry.get_sample_value
+        counter = "vigil_operator_consumergroup_rebalances_total"
+        where = {"namespace": "shop", "consumergroup": "orders", "group": group}
+        assert sample(counter, where) == 0
+        for i in range(1, 4):  # three joins
+            others.append(clients.Member(conn, group, [topic], f"m{i}", extra=KIP848).start())
+            wait_for(members, lambda n, want=1 + i: n == want, timeout=30, what=f"{group}: member m{i} joined")
+        for member in others[:2]:  # two graceful leaves
+            member.close()
+        wait_for(members, lambda n: n == 2, timeout=30, what=f"{group}: two members left")
+        resync(last)
+        assert sample(counter, where) == 5
+    finally:
+        for member in [first, *others]:
+            member.close()
