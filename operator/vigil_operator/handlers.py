@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import kopf
 
@@ -26,7 +26,7 @@ from vigil_core.crd import API_GROUP, PLURAL, VERSION
 from vigil_operator import settings as operator_settings
 from vigil_operator import webhook_server
 from vigil_operator.domain import claims, injection, pods
-from vigil_operator.domain.reconcile import Notice, PodFacts
+from vigil_operator.domain.reconcile import PodFacts
 from vigil_operator.k8s.api import KubeApi
 from vigil_operator.resyncs import Always, Resyncs
 from vigil_operator.runtime import Key, Runtime, StopFlag, SyncStoppedError, stopping
@@ -110,6 +110,7 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         await leader.release()
     runtime = memo.get("runtime")
     if isinstance(runtime, Runtime):
+        await runtime.notices.drain(EXIT_WAIT)
         runtime.close()
         runtime.kube.close()
     server = memo.get("metrics_server")
@@ -229,11 +230,8 @@ async def _resync(runtime: Runtime, indexes: "Indexes", key: Key, record: Record
     found = indexes.consumergroups.items() if indexes.consumergroups is not None else ()
     others = [r.claim for k, store in found if k != key for r in store]
 
-    def post(notice: Notice) -> None:
-        kopf.event(cast(kopf.Body, body), type=notice.type, reason=notice.reason, message=notice.message)
-
     try:
-        await runtime.sync(body, mine, others, post, stop)
+        await runtime.sync(body, mine, others, runtime.notices.poster(body), stop)
     except SyncStoppedError as exc:
         log.info("resync of %s/%s stopped %s: %s", *key, exc, stopping(stop))
 

@@ -11,6 +11,7 @@ whose consumer is gone), rollout (coordinated restarts), stalls (the sidecars' r
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from vigil_core import rules
 from vigil_core.kafka import model
 from vigil_core.kafka.model import GroupState
 from vigil_operator import credentials
+from vigil_operator import settings as operator_settings
 from vigil_operator.brokers import Brokers
 from vigil_operator.domain import claims, conditions, readings, reconcile
 from vigil_operator.domain.readings import Readings
@@ -37,6 +39,7 @@ from vigil_operator.shells.base import Post, StopFlag, SyncStoppedError, dump, s
 from vigil_operator.shells.budget import BudgetLeases
 from vigil_operator.shells.departures import Departures
 from vigil_operator.shells.events import Emitter
+from vigil_operator.shells.notices import Notices
 from vigil_operator.shells.rollout import RolloutShell
 from vigil_operator.shells.stalls import StallFeeds
 
@@ -67,6 +70,7 @@ class Runtime:
         self.rollout = RolloutShell(self.kube, self.brokers, self.metrics, self.events, Rollouts())
         self.stalls = StallFeeds(self.settings.events_topic, self.settings.resync_seconds)
         self.budgets = BudgetLeases(self.kube)
+        self.notices = Notices(self.kube, operator_settings.identity(os.environ))
 
     def resynced(self, key: Key, generation: int | None = None) -> int | None:
         """The spec generation `key` was last resynced at (None: none yet); with `generation`, record it."""

@@ -11,7 +11,7 @@ import base64
 import json
 from collections.abc import Mapping
 from concurrent.futures import Executor
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import urllib3
@@ -24,6 +24,8 @@ from vigil_core.crd import API_GROUP, KIND, PLURAL, VERSION
 from vigil_operator.domain.rollout import RESTART_ANNOTATION, SetFacts
 
 FIELD_MANAGER: Final = "vigil-operator"
+MAX_EVENT_MESSAGE: Final = 1024
+"""Characters of an Event's message kept (kubectl shows Events one per line)."""
 MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "vigil-operator"}
 
 
@@ -253,6 +255,26 @@ class KubeApi:
                 return None
             raise
         return _json(written.data)
+
+    async def post_event(self, about: Mapping[str, Any], type_: str, reason: str, message: str, *, source: str) -> None:
+        """A core/v1 Event about the object `about` (its body): what `kubectl describe` lists under it."""
+        meta = about["metadata"]
+        now = datetime.now(UTC)
+        event: Any = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": about.get("apiVersion") or f"{API_GROUP}/{VERSION}", "kind": about.get("kind") or KIND,
+                "name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": type_, "reason": reason, "message": message[:MAX_EVENT_MESSAGE],
+            "source": {"component": FIELD_MANAGER}, "reportingComponent": FIELD_MANAGER, "reportingInstance": source,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }  # fmt: skip
+        await self._call(
+            f"Event {reason} on {meta['namespace']}/{meta['name']}",
+            lambda: self._core.create_namespaced_event(meta["namespace"], event),
+        )
 
     async def _call(self, what: str, call: Any, executor: Executor | None = None) -> Any:
         """`call` in a thread (`executor`'s, else asyncio's default pool); its failure as one-line KubeError."""
