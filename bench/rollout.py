@@ -497,7 +497,6 @@ def start_stack(state: Path, stack: dict[str, Any]) -> tuple[KafkaCluster, Kube,
     stack["api"] = api
     kube = Kube(cluster, api)
     kube.apply(crd.load())
-    kube.apply((ROOT / "crds" / "kopf-peering.yaml").read_text())
     say("helm install vigil (no events topic) ...")
     kube.create_namespace("vigil")
     tools = Tools.from_binaries(cluster.binaries, cluster.kubeconfig, state / "helm-home")
