@@ -91,7 +91,7 @@ class Resyncs(Generic[K, R]):
         self._requested: set[K] = set()
         self._inflight: dict[K, Stop] = {}
         self._rounds: dict[str, asyncio.Task[None]] = {}
-        self._exiting = False
+        self._exiting = asyncio.Event()
         self.rounds = 0
 
     # -- fed by kopf's handlers --------------------------------------------------------------------------------
@@ -117,15 +117,19 @@ class Resyncs(Generic[K, R]):
 
     # -- the loops ------------------------------------------------------------------------------------------------
     def exit(self) -> None:
-        """The operator exits: once the current term ends, no other begins here."""
-        self._exiting = True
+        """The operator exits: once the current term ends, no other begins here (a standby returns at once)."""
+        self._exiting.set()
 
     async def run(self, leader: Leader) -> None:
         """Lead when this replica may, run the rounds while it does; until the operator exits (`exit`, then the
         term ends) or cancelled."""
-        await self._indexed.wait()
-        while not self._exiting:
-            term = await leader.leading()
+        await first_of(self._indexed.wait(), self._exiting.wait(), timeout=None)
+        while not self._exiting.is_set():
+            leading = asyncio.ensure_future(leader.leading())
+            await first_of(leading, self._exiting.wait(), timeout=None)
+            if not leading.done() or leading.cancelled():
+                return
+            term = leading.result()
             if term.is_set():
                 continue
             log.info("leading: the resync loops begin")
