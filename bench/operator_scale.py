@@ -1,12 +1,14 @@
-"""Operator at scale: N ConsumerGroups over N real groups — status convergence, footprint, requests per resync.
+"""Operator at scale: N ConsumerGroups over N real groups — status convergence, footprint, requests per round.
 
-A private stack (one KRaft node, the real control plane; no node needed) under `--state-dir`. This process hosts N
-real confluent-kafka consumers, each the single member of its own group, all polled by one thread. N
-ConsumerGroup CRs name them; then a real `vigil operator` (no webhook, no events topic: only the resync's own
-describe/offset requests reach the broker) starts, and the run measures, against the apiserver polled once a
-second:
+A private stack (one KRaft node, the real control plane) under `--state-dir`. This process hosts `--live` real
+confluent-kafka consumers, each the single member of its own group, all polled by one thread; the other groups
+are real groups with committed offsets and no member (made with the admin API, as a consumer that committed and
+left leaves them). N ConsumerGroup CRs name them; then a real `vigil operator` (no webhook, no events topic: only
+the resync's own requests reach the broker) starts, and the run measures, against the apiserver polled once a
+second (every N/2000 s past 2,000):
 
-- first convergence: operator launch → every status Stable, memberCount 1, Ready True;
+- first convergence: operator launch → every status as it should be (live: Stable, memberCount 1, Ready True;
+  empty: Empty);
 - steady rounds: per resync round, from its first group's resync until every group was resynced (each group's
   `vigil_operator_consumergroup_last_resync_timestamp_seconds` on the operator's /metrics, read once a second), the
   spread of those times within the round, and the status writes it made (none while nothing changes);
@@ -15,7 +17,7 @@ second:
   check, from the broker's request metrics (JMX, enabled in the running broker with `jcmd`);
 - the stock comparison in the same run: Kafka's `kafka-consumer-groups --describe --all-groups`, once.
 
-    .venv/bin/python bench/operator_scale.py [--groups 200] [--resync-seconds 30] [--rounds 3]
+    .venv/bin/python bench/operator_scale.py [--groups 200] [--live N] [--resync-seconds 30] [--rounds 3]
 """
 
 import argparse
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
@@ -211,7 +213,10 @@ def consumer_group(name: str, group: str, bootstrap: str) -> dict[str, Any]:
     }
 
 
-def ready(status: dict[str, Any]) -> bool:
+def ready(status: dict[str, Any], *, live: bool) -> bool:
+    """As the operator should show it: a live group Stable with its member and Ready, an empty one Empty."""
+    if not live:
+        return status.get("state") == "Empty" and status.get("memberCount") == 0
     conds = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
     return status.get("state") == "Stable" and status.get("memberCount") == 1 and conds.get("Ready") == "True"
 
@@ -252,12 +257,14 @@ class Watch:
     statuses were Stable and Ready (the list of the N CRs)."""
 
     names: list[str]
+    live: set[str] = field(default_factory=set)
+    """The CRs whose group has a live member (the others: committed offsets, no member)."""
     updates: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     last: dict[str, float] = field(default_factory=dict)
     ready: int = 0
 
     def see(self, items: list[dict[str, Any]], resynced: dict[str, float], now: float) -> None:
-        self.ready = sum(ready(item.get("status") or {}) for item in items)
+        self.ready = sum(ready(item.get("status") or {}, live=item["metadata"]["name"] in self.live) for item in items)
         for name, synced in resynced.items():
             if synced != self.last.get(name):
                 self.last[name] = synced
@@ -370,6 +377,37 @@ def start_groups(args: argparse.Namespace, conn: KafkaConnection, fleet: Fleet, 
         say(res.notes[-1] + ": measuring anyway")
     res.stable_after = time.monotonic() - started
     res.threads = os_threads()
+
+
+def commit_empty_groups(conn: KafkaConnection, topic: str, groups: list[str]) -> None:
+    """Real groups with committed offsets and no member (as a consumer that committed and left leaves them), made
+    with the admin API (one group per call, 200 in flight); retried while the offsets topic loads (its failures come
+    back per partition, not raised)."""
+    admin = clients.admin(conn)
+    pending, deadline = list(groups), time.monotonic() + 300
+    while pending and time.monotonic() < deadline:
+        failed: list[str] = []
+        for start in range(0, len(pending), 200):
+            batch = pending[start : start + 200]
+            futures = {g: admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(g, [TopicPartition(topic, 0, 1)])])[g] for g in batch}  # fmt: skip
+            for group, future in futures.items():
+                try:
+                    if any(tp.error is not None for tp in future.result(30).topic_partitions):
+                        failed.append(group)
+                except KafkaException:
+                    failed.append(group)
+        say(f"empty groups: {len(groups) - len(failed)}/{len(groups)} with committed offsets")
+        pending = failed
+        if failed:
+            time.sleep(1)
+    if pending:
+        raise SystemExit(f"operator_scale: {len(pending)} empty groups could not commit offsets")
+
+
+def poll_seconds(crs: int) -> float:
+    """How often the CRs are listed: once a second, less often past 2,000 (a list of 10,000 is ~30 MB of JSON)."""
+    return max(1.0, crs / 2000)
 
 
 def os_threads() -> int:
@@ -501,7 +539,7 @@ def measure_operator(
         res.operator_up = time.time() - launched
         pid = running.process.pid()
         assert pid is not None
-        mon = Monitor(args, running, pid, broker, res, Watch(names), launched, probed)
+        mon = Monitor(args, running, pid, broker, res, Watch(names, set(names[: args.live])), launched, probed)
         end_by = launched + args.converge_timeout
         while time.time() < end_by:
             now = time.time()
@@ -509,7 +547,7 @@ def measure_operator(
                 break
             if mon.converged_at is not None:
                 end_by = mon.converged_at + (args.rounds + 2) * args.resync_seconds + args.converge_timeout
-            time.sleep(max(0.0, 1.0 - (time.time() - now)))
+            time.sleep(max(0.0, poll_seconds(len(names)) - (time.time() - now)))
         if mon.converged_at is None:
             res.notes.append(
                 f"never converged: {mon.watch.ready}/{len(names)} Ready after {args.converge_timeout:.0f} s"
@@ -557,10 +595,11 @@ def run(args: argparse.Namespace, state: Path) -> Results:
         conn = kafka.connection()
         topic = clients.create_topic(conn, f"scale-{tag}", partitions=args.partitions)
         clients.produce_spread(conn, topic, [f"m{i}" for i in range(10 * args.partitions)], args.partitions)
-        fleet = Fleet(conn, topic, list(crs.values()))
+        fleet = Fleet(conn, topic, list(crs.values())[: args.live])
         api: Any = config.new_client_from_config(config_file=str(kube.kubeconfig))  # type: ignore[no-untyped-call]
         try:
             start_groups(args, conn, fleet, res)
+            commit_empty_groups(conn, topic, list(crs.values())[args.live :])
             custom: Any = client.CustomObjectsApi(api)
             namespace = f"scale-{tag}"
             create_crs(custom, client.ApiextensionsV1Api(api), client.CoreV1Api(api), namespace=namespace, crs=crs,
@@ -637,7 +676,10 @@ def date() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--groups", type=int, default=200, help="ConsumerGroups = real groups = consumers")
+    parser.add_argument("--groups", type=int, default=200, help="ConsumerGroups = real groups")
+    parser.add_argument(
+        "--live", type=int, default=None, help="groups with a live consumer (default: all); the others: offsets only"
+    )
     parser.add_argument("--resync-seconds", type=float, default=30.0)
     parser.add_argument("--rounds", type=int, default=3, help="steady resync rounds to measure")
     parser.add_argument("--partitions", type=int, default=3, help="of the one topic every group consumes")
@@ -646,6 +688,7 @@ def main() -> None:
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="default: test-artifacts/bench-operator-<time> (kept: logs)")  # fmt: skip
     args = parser.parse_args()
+    args.live = args.groups if args.live is None else min(args.live, args.groups)
     state = args.state_dir or ROOT / "test-artifacts" / f"bench-operator-{time.strftime('%Y%m%d-%H%M%S')}"
     state = state.resolve()
     state.mkdir(parents=True, exist_ok=True)
