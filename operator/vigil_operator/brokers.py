@@ -11,6 +11,7 @@ kopf.
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,15 +20,18 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaException
 
 from vigil_core import rules
-from vigil_core.kafka.census_plan import Miss
+from vigil_core.kafka import retry
+from vigil_core.kafka.census_plan import Miss, Observation
 from vigil_core.kafka.group_client import DeliberateRebalance, GroupClient, GroupClientError, GroupTimings
 from vigil_core.kafka.model import MemberView
-from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
+from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_operator.domain.reconcile import GroupFacts, Unreachable
 
 log = logging.getLogger(__name__)
 LIMITS_TTL = 600.0
+RETRIES = 2
+"""Census rounds again for the groups a round missed for a transient reason (`_transient`)."""
 GATHER_QUIET = 0.05
 """A census round starts once no resync asked for a group for this long (seconds)…"""
 GATHER_MAX = 1.0
@@ -74,6 +78,7 @@ class _Gathering:
 class Brokers:
     def __init__(self) -> None:
         self._clusters: dict[KafkaConnection, _Cluster] = {}
+        self._jitter = random.Random()  # noqa: S311 - retry pacing, not secrecy
 
     def _cluster(self, connection: KafkaConnection) -> _Cluster:
         found = self._clusters.get(connection)
@@ -246,6 +251,23 @@ class Brokers:
     def requests(self) -> int:
         return sum(c.requests for c in self._clusters.values())
 
+    def _answers(self, cluster: _Cluster, client: GroupClient, groups: list[str]) -> dict[str, Observation | Miss]:
+        """A census round of `groups`, and again for the groups it missed for a transient reason (a coordinator
+        loading or moving: COORDINATOR_NOT_AVAILABLE on a fresh cluster), after a backoff, up to RETRIES times, as
+        `GroupClient` retries one group's requests. A broker that does not answer is not asked again in the round:
+        its groups cost one timeout."""
+        results: dict[str, Observation | Miss] = {}
+        asked = groups
+        for attempt in range(RETRIES + 1):
+            answered = client.survey(asked)
+            cluster.requests += answered.requests
+            results.update(answered.groups)
+            asked = [g for g, r in answered.groups.items() if isinstance(r, Miss) and _transient(r)]
+            if not asked or attempt == RETRIES:
+                break
+            time.sleep(retry.jittered(attempt, self._jitter.random()))
+        return results
+
     def _survey(
         self, cluster: _Cluster, groups: list[str], kip848: frozenset[str]
     ) -> dict[str, GroupFacts | Unreachable]:
@@ -257,10 +279,9 @@ class Brokers:
         if cluster.limits is None or time.monotonic() - cluster.limits_at > LIMITS_TTL:
             cluster.limits, cluster.limits_at = client.broker_limits(), time.monotonic()
             cluster.requests += 2
-        answered = client.survey(groups)
-        cluster.requests += answered.requests
+        results = self._answers(cluster, client, groups)
         found: dict[str, GroupFacts | Unreachable] = {}
-        for group_id, result in answered.groups.items():
+        for group_id, result in results.items():
             if isinstance(result, Miss):
                 found[group_id] = _unreachable(cluster.connection, result.line)
                 continue
@@ -298,6 +319,15 @@ def _client(cluster: _Cluster) -> GroupClient:
             raise
         cluster.down = None
     return cluster.client
+
+
+def _transient(missed: Miss) -> bool:
+    """Worth asking again in the same round: the error table says retry, and the broker did answer."""
+    outcome = missed.outcome
+    return outcome.code != TRANSPORT_ERROR and outcome.reaction in (
+        Reaction.REDISCOVER_COORDINATOR,
+        Reaction.RETRY_BACKOFF,
+    )
 
 
 def _unreachable(connection: KafkaConnection, why: str) -> Unreachable:

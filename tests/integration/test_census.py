@@ -271,3 +271,15 @@ def test_a_group_the_principal_may_not_describe_is_a_miss_not_dead(kafka_secure:
     assert isinstance(seen, Miss), seen
     assert (seen.api, seen.outcome.name) == (Api.FIND_COORDINATOR, "GROUP_AUTHORIZATION_FAILED")
     assert "FindCoordinator" in seen.line
+
+
+def test_a_round_of_groups_that_do_not_exist_ends_with_each_dead(census: Census) -> None:
+    """Nothing listed anywhere (a new ConsumerGroup names a group no consumer joined yet): every group is found by
+    FindCoordinator alone, Dead (a fresh cluster's coordinator may first answer COORDINATOR_NOT_AVAILABLE while the
+    offsets topic is made: a miss naming it, not retried within the round — `Brokers` asks again)."""
+    asked = [clients.unique(f"g-census-none-{i}") for i in range(3)]
+    found = wait_for(lambda: census.round(asked), lambda r: len(r.observed) == len(asked), timeout=30,
+                     what="a round observing each group that does not exist")  # fmt: skip
+    assert {g: (r.view.state, r.committed) for g, r in found.observed.items()} == dict.fromkeys(
+        asked, (GroupState.DEAD, {})
+    )

@@ -19,6 +19,7 @@ from vigil_core.kafka.model import GroupState, GroupType
 from vigil_core.kafka.outcomes import Reaction
 from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
+from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import broker_log, clients, static_app
 from vigil_dev.testing.silent_broker import silent_broker
@@ -323,3 +324,23 @@ def test_five_rebalances_between_two_resyncs_count_five(kafka: KafkaCluster, bro
     finally:
         for member in [first, *others]:
             member.close()
+
+
+def test_a_fresh_clusters_loading_coordinator_is_asked_again_not_reported_unreachable(
+    tmp_path: Path, brokers: Brokers
+) -> None:
+    """A new Kafka cluster's first FindCoordinator answers COORDINATOR_NOT_AVAILABLE while it makes the offsets
+    topic: the census misses the groups, and the operator asks again after a backoff within the resync (as
+    GroupClient retries one group's requests), so the first status says the group, never `BrokerUnreachable`."""
+    cluster = kafka_cluster.create(tmp_path / "kafka-fresh", progress=lambda _: None)
+    try:
+        conn = cluster.connection()
+        groups = [clients.unique(f"g-fresh-{i}") for i in range(3)]
+
+        async def together() -> list[GroupFacts | Unreachable]:
+            return list(await asyncio.gather(*(brokers.observe(conn, g) for g in groups)))
+
+        answers = asyncio.run(together())
+        assert [a.view.state if isinstance(a, GroupFacts) else a.message for a in answers] == [GroupState.DEAD] * 3
+    finally:
+        cluster.stop()

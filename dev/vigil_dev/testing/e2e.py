@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from kubernetes.client.exceptions import ApiException
 
 from vigil_core import events
 from vigil_dev.kafka.cluster import KafkaCluster
@@ -83,8 +84,18 @@ def wait_injecting(kube: Kube, namespace: str, workload: dict[str, Any]) -> None
     """Until the webhook injects a dry-run pod of `workload`: it knows the CR once it is in the operator's index."""
     template = copy.deepcopy(workload["spec"]["template"])
     template["metadata"]["name"] = "probe"
+
+    def dry_run() -> dict[str, Any]:
+        try:
+            pod: dict[str, Any] = kube.core.create_namespaced_pod(namespace, template, dry_run="All").to_dict()
+        except ApiException as exc:  # the webhook's Service has no ready endpoint yet (a failurePolicy Fail refusal)
+            if exc.status == 500 and "failed calling webhook" in str(exc.body):
+                return {"spec": {}}
+            raise
+        return pod
+
     wait_for(
-        lambda: kube.core.create_namespaced_pod(namespace, template, dry_run="All").to_dict(),
+        dry_run,
         lambda pod: any(c["name"] == "vigil-sidecar" for c in (pod["spec"].get("init_containers") or [])),
         timeout=30,
         what="the webhook injecting a dry-run pod",
