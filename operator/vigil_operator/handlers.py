@@ -170,7 +170,8 @@ def kubelets(*, status: kopf.Status, **_: Any) -> dict[str, str]:
 async def consumergroup_event(
     *, type: str | None, namespace: str | None, name: str, meta: kopf.Meta, memo: Any, **kwargs: Any
 ) -> None:  # fmt: skip
-    """A ConsumerGroup's event: its deletion ends its resyncs; a spec change (a new generation) asks for one now.
+    """A ConsumerGroup's event: its deletion ends its resyncs; a new one, or a spec change (a new generation), asks
+    for one now (a loop with nothing due sleeps until asked).
     kopf calls event handlers once its indexes are filled: the loops read the groups from them from now on."""
     resyncs = _loops(memo, kwargs)
     key = (namespace or "", name)
@@ -178,7 +179,7 @@ async def consumergroup_event(
         resyncs.deleted(key)
         return
     resynced = memo["runtime"].resynced(key)
-    if resynced is not None and resynced != int(meta.get("generation") or 0):
+    if resynced is None or resynced != int(meta.get("generation") or 0):  # new to the loops, or a new spec
         resyncs.request(key)
 
 

@@ -168,3 +168,20 @@ def test_a_cluster_never_runs_two_rounds_at_once() -> None:
         task.cancel()
 
     run(test)
+
+
+def test_a_group_added_while_nothing_is_due_resyncs_once_asked() -> None:
+    """A loop with nothing due sleeps until asked: the event of a new ConsumerGroup asks (handlers)."""
+
+    async def test() -> None:
+        loops = Loops({})
+        leader, resyncs = Leader(), loops.make()
+        task = asyncio.create_task(resyncs.run(leader))
+        await leader.terms.put(Stop())
+        await asyncio.sleep(0.05)
+        loops.records[("a", "new")] = "k1"
+        resyncs.request(("a", "new"))
+        await until(lambda: loops.synced == [("a", "new")], "the new group resynced")
+        task.cancel()
+
+    run(test)
