@@ -30,7 +30,7 @@ from vigil_operator.domain.reconcile import PodFacts
 from vigil_operator.k8s.api import KubeApi
 from vigil_operator.resyncs import Always, Resyncs
 from vigil_operator.runtime import Key, Runtime, StopFlag, SyncStoppedError, stopping
-from vigil_operator.shells.leadership import Leadership, unique_identity
+from vigil_operator.shells.leadership import Leadership
 
 log = logging.getLogger(__name__)
 SETTINGS = operator_settings.configured(os.environ)
@@ -122,8 +122,10 @@ def _leader(runtime: Runtime) -> Leadership | Always:
     """The leadership the loops run under: always this replica with --standalone, else the holder of the Lease."""
     if SETTINGS.standalone:
         return Always()
-    identity = unique_identity(operator_settings.identity(os.environ))
-    return Leadership(runtime.kube, SETTINGS.namespace, SETTINGS.leader_lease, identity)
+    # the pod's name, not one per process: the kubelet restarts a crashed operator in the same pod only once it is
+    # dead, and the restarted one takes its own Lease back at once (a coordinated restart's bridge resumes before
+    # the member's session ends) instead of waiting out its own earlier hold
+    return Leadership(runtime.kube, SETTINGS.namespace, SETTINGS.leader_lease, operator_settings.identity(os.environ))
 
 
 # -- indexes ---------------------------------------------------------------------------------------------------

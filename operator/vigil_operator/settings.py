@@ -92,7 +92,8 @@ def use(chosen: OperatorSettings) -> None:
 
 
 def identity(env: Mapping[str, str]) -> str:
-    """This replica among others (the Lease holder, kopf's logs): its pod name, else host and pid."""
+    """This replica among others (the Lease holder, kopf's logs): its pod name (a restarted container is the same
+    replica), else host and pid."""
     return env.get(POD_NAME_ENV) or f"{socket.gethostname()}/{os.getpid()}"
 
 

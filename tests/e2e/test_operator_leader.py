@@ -57,8 +57,8 @@ def lease_holder(kube: Kube, namespace: str, name: str) -> str | None:
 
 
 def held_by(holder: str | None, replica: Replica) -> bool:
-    """The replica's process holds it (its identity: the pod name and a suffix of the process, `unique_identity`)."""
-    return holder is not None and holder.startswith(f"{replica.name}_")
+    """The replica holds it (its identity: its pod name)."""
+    return holder == replica.name
 
 
 def take_lease(kube: Kube, namespace: str, name: str, holder: str | None) -> None:

@@ -4,7 +4,7 @@ One `Leadership` per operator process: `run()` is the election loop; each stretc
 `shells.base.StopFlag` set when leadership is lost, released or the loop stops — so work run under it gives way as a
 resync does today when kopf pauses it. The wiring, in short:
 
-    leadership = Leadership(kube, namespace, LEASE_NAME, unique_identity(pod_name))
+    leadership = Leadership(kube, namespace, LEASE_NAME, pod_name)
     election = asyncio.create_task(leadership.run())
     while True:                                  # e.g. one resync loop per Kafka cluster
         term = await leadership.leading()
@@ -54,8 +54,8 @@ Outcome = Literal["written", "conflict", "failed"]
 
 
 def unique_identity(name: str) -> str:
-    """A holder identity for this process: `name` (the pod's) and a random suffix. A restarted container is a new
-    candidate, never mistaken for the process that held the Lease before it (client-go's components do the same)."""
+    """A holder identity of its own for each of several candidates that share `name` (one process running two, as
+    the tests do). The operator holds the Lease under its pod name alone: its restarted container takes it back."""
     return f"{name}_{uuid.uuid4().hex[:8]}"
 
 
