@@ -66,7 +66,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="vigil.dev", key="last-handled-configuration"
     )
-    settings.persistence.finalizer = "vigil.dev/finalizer"
+    settings.persistence.finalizer = "vigil.dev/finalizer"  # 0.2.0's: kopf takes it off (no handler needs one)
     # frozen watch streams (kopf #787, #1276): the server ends each watch, the client gives up a bit later
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
