@@ -19,12 +19,13 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client, config
 
+from vigil_dev.testing.clients import unique
 from vigil_dev.testing.kube_fixtures import Kube
 from vigil_dev.testing.waiting import bound
 from vigil_operator.domain.leadership import Timing
 from vigil_operator.k8s.api import KubeApi
 from vigil_operator.shells.base import SyncStoppedError, stopping, unless_stopped
-from vigil_operator.shells.leadership import Leadership, TermEnd, unique_identity
+from vigil_operator.shells.leadership import Leadership, TermEnd
 
 pytestmark = [pytest.mark.kube, pytest.mark.integration]
 
@@ -78,8 +79,8 @@ def test_of_two_replicas_exactly_one_leads_and_its_release_hands_over_at_the_nex
 ) -> None:
     async def scenario() -> float:
         with replica_api(kube) as api_a, replica_api(kube) as api_b:
-            a = Leadership(api_a, namespace, LEASE, unique_identity("replica-a"), timing=SLOW_EXPIRY)
-            b = Leadership(api_b, namespace, LEASE, unique_identity("replica-b"), timing=SLOW_EXPIRY)
+            a = Leadership(api_a, namespace, LEASE, unique("replica-a"), timing=SLOW_EXPIRY)
+            b = Leadership(api_b, namespace, LEASE, unique("replica-b"), timing=SLOW_EXPIRY)
             runs = [asyncio.create_task(a.run())]
             term = await asyncio.wait_for(a.leading(), timeout=bound(SLOW_EXPIRY.retry_period))
             assert stopping(term) is None
@@ -135,8 +136,8 @@ def test_a_leader_that_stops_renewing_is_replaced_after_the_lease_duration_not_b
 ) -> None:
     async def scenario() -> tuple[list[dict[str, Any]], int, float]:
         with replica_api(kube) as api_a, replica_api(kube) as api_b:
-            a = Leadership(api_a, namespace, LEASE, unique_identity("replica-a"), timing=QUICK)
-            b = Leadership(api_b, namespace, LEASE, unique_identity("replica-b"), timing=QUICK)
+            a = Leadership(api_a, namespace, LEASE, unique("replica-a"), timing=QUICK)
+            b = Leadership(api_b, namespace, LEASE, unique("replica-b"), timing=QUICK)
             run_a = asyncio.create_task(a.run())
             term = await asyncio.wait_for(a.leading(), timeout=bound(QUICK.retry_period))
             run_b = asyncio.create_task(b.run())
@@ -216,8 +217,8 @@ def test_a_leader_cut_off_from_the_api_server_stops_leading_before_the_standby_t
     async def scenario() -> tuple[float, float, float]:
         clients: list[Any] = []
         with replica_api(kube, clients) as api_a, replica_api(kube) as api_b:
-            a = Leadership(api_a, namespace, LEASE, unique_identity("replica-a"), timing=QUICK)
-            b = Leadership(api_b, namespace, LEASE, unique_identity("replica-b"), timing=QUICK)
+            a = Leadership(api_a, namespace, LEASE, unique("replica-a"), timing=QUICK)
+            b = Leadership(api_b, namespace, LEASE, unique("replica-b"), timing=QUICK)
             runs = [asyncio.create_task(a.run())]
             term = await asyncio.wait_for(a.leading(), timeout=bound(QUICK.retry_period))
             runs.append(asyncio.create_task(b.run()))

@@ -27,7 +27,6 @@ import asyncio
 import enum
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
@@ -51,12 +50,6 @@ from vigil_operator.k8s.api import KubeApi, KubeError
 log = logging.getLogger(__name__)
 
 Outcome = Literal["written", "conflict", "failed"]
-
-
-def unique_identity(name: str) -> str:
-    """A holder identity of its own for each of several candidates that share `name` (one process running two, as
-    the tests do). The operator holds the Lease under its pod name alone: its restarted container takes it back."""
-    return f"{name}_{uuid.uuid4().hex[:8]}"
 
 
 class TermEnd(enum.Enum):
