@@ -15,7 +15,7 @@ import copy
 import functools
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -58,6 +58,7 @@ class Indexes:
 
     consumergroups: "kopf.Index[Key, Record] | None" = None
     group_pods: "kopf.Index[Key, PodFacts] | None" = None
+    group_claims: "kopf.Index[str, claims.Claim] | None" = None
 
 
 @kopf.on.startup()
@@ -143,14 +144,21 @@ def consumergroups(
     **_: Any,
 ) -> dict[tuple[str, str], Record]:
     namespace = namespace or ""
-    claim = claims.Claim(
-        str(meta.get("creationTimestamp") or ""),
-        namespace,
-        name,
-        str(status.get("clusterId") or ""),
-        str(spec.get("groupId") or ""),
-    )
+    claim = _claim(namespace, name, spec, status, meta)
     return {(namespace, name): Record(claim, dict(spec), copy.deepcopy(dict(body)))}
+
+
+@kopf.index(*CR)
+def group_claims(*, namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
+                 **_: Any) -> dict[str, claims.Claim]:  # fmt: skip
+    """The ConsumerGroups' claims by Kafka group id: a resync reads the claims on its own group only."""
+    claim = _claim(namespace or "", name, spec, status, meta)
+    return {claim.group_id: claim}
+
+
+def _claim(namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta) -> claims.Claim:
+    created = str(meta.get("creationTimestamp") or "")
+    return claims.Claim(created, namespace, name, str(status.get("clusterId") or ""), str(spec.get("groupId") or ""))
 
 
 @kopf.index("pods", annotations={injection.GROUP_ANNOTATION: kopf.PRESENT})
@@ -209,6 +217,7 @@ def _loops(memo: Any, kwargs: Mapping[str, Any]) -> "Resyncs[Key, Record]":
     indexes: Indexes = memo["indexes"]
     if indexes.consumergroups is None:
         indexes.consumergroups, indexes.group_pods = kwargs["consumergroups"], kwargs["group_pods"]
+        indexes.group_claims = kwargs["group_claims"]
         found = indexes.consumergroups
         resyncs.indexed(lambda: {key: record for key, store in found.items() for record in store})
     return resyncs
@@ -230,8 +239,10 @@ async def _resync(runtime: Runtime, indexes: "Indexes", key: Key, record: Record
     body = record.body
     runtime.resynced(key, int(body.get("metadata", {}).get("generation") or 0))
     mine: list[PodFacts] = list(indexes.group_pods.get(key, [])) if indexes.group_pods is not None else []
-    found = indexes.consumergroups.items() if indexes.consumergroups is not None else ()
-    others = [r.claim for k, store in found if k != key for r in store]
+    claimed: Iterable[claims.Claim] = ()
+    if indexes.group_claims is not None:
+        claimed = indexes.group_claims.get(record.claim.group_id, [])
+    others = [c for c in claimed if (c.namespace, c.name) != key]
 
     try:
         await runtime.sync(body, mine, others, runtime.notices.poster(body), stop)

@@ -20,8 +20,6 @@ from vigil_operator.shells.base import StopFlag
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 R = TypeVar("R")
-CONCURRENCY = 16
-"""Resyncs of one round in flight at once: they wait mostly on the Kubernetes API and the cluster's Kafka worker."""
 EXITING = "operator exiting"
 DELETED = "resource deleted"
 
@@ -85,8 +83,12 @@ class Resyncs(Generic[K, R]):
         self._records: Callable[[], Mapping[K, R]] | None = None
         self._indexed = asyncio.Event()
         self._wake = asyncio.Event()
-        self._last: dict[K, float] = {}
-        """Per group resynced in this leadership: when its last resync ended."""
+        self._resynced: set[K] = set()
+        """The groups a round took in since this replica began leading."""
+        self._cadence: dict[str, float] = {}
+        """Per cluster: when its last periodic round began (domain.pacing)."""
+        self._clusters: dict[K, tuple[R, str]] = {}
+        """Per group: the cluster of its record, as long as the index holds that record (read once per record)."""
         self._known: dict[K, R] = {}
         self._requested: set[K] = set()
         self._inflight: dict[K, Stop] = {}
@@ -143,15 +145,25 @@ class Resyncs(Generic[K, R]):
         while not term.is_set():
             self._wake.clear()
             records = self._current()
-            paces = {key: pacing.Pace(self._cluster_of(record), self._last.get(key), key in self._requested)
+            paces = {key: pacing.Pace(self._cluster(key, record), key in self._resynced, key in self._requested)
                      for key, record in records.items()}  # fmt: skip
-            plan = pacing.plan(paces, busy=self._rounds.keys(), interval=self._interval, now=self._clock())
+            now = self._clock()
+            plan = pacing.plan(paces, cadence=self._cadence, busy=self._rounds.keys(), interval=self._interval, now=now)
             for cluster, keys in plan.due.items():
+                if cluster in plan.periodic:
+                    self._cadence[cluster] = now
                 self._requested.difference_update(keys)
+                self._resynced.update(keys)
                 task = asyncio.create_task(self._round([(key, records[key]) for key in keys], term))
                 self._rounds[cluster] = task
                 task.add_done_callback(functools.partial(self._round_ended, cluster))
             await first_of(self._wake.wait(), term.wait(), timeout=plan.wake_in)
+
+    def _cluster(self, key: K, record: R) -> str:
+        known = self._clusters.get(key)
+        if known is None or known[0] is not record:
+            known = self._clusters[key] = (record, self._cluster_of(record))
+        return known[1]
 
     def _current(self) -> Mapping[K, R]:
         """The groups in the index now; those that left it (deleted while no event said so) are dropped."""
@@ -159,6 +171,9 @@ class Resyncs(Generic[K, R]):
         for key in [k for k in self._known if k not in records]:
             self._drop(key)
         self._known.update(records)
+        clusters = {cluster for _, cluster in self._clusters.values()}
+        for cluster in [c for c in self._cadence if c not in clusters]:  # its last group left it
+            del self._cadence[cluster]
         return records
 
     def _round_ended(self, cluster: str, _: "asyncio.Task[None]") -> None:
@@ -167,22 +182,19 @@ class Resyncs(Generic[K, R]):
         self._wake.set()
 
     async def _round(self, due: list[tuple[K, R]], term: StopFlag) -> None:
-        """One round of a cluster: its due groups resynced together (each gives way to its own stop)."""
-        gate = asyncio.Semaphore(CONCURRENCY)
+        """One round of a cluster: its due groups resynced together (each gives way to its own stop). All begin at
+        once, so their observations meet in one census (`brokers`); the sync paces its own Kubernetes work."""
 
         async def one(key: K, record: R) -> None:
-            async with gate:
-                if term.is_set() or key not in self._known:
-                    return
-                stop = self._inflight[key] = Stop()
-                try:
-                    await self._sync(key, record, stop)
-                except Exception:  # one resync's bug must not end the loop: logged, and on to the next
-                    log.exception("resync of %s failed", key)
-                finally:
-                    self._inflight.pop(key, None)
-                    if key in self._known:
-                        self._last[key] = self._clock()
+            if term.is_set() or key not in self._known:
+                return
+            stop = self._inflight[key] = Stop()
+            try:
+                await self._sync(key, record, stop)
+            except Exception:  # one resync's bug must not end the loop: logged, and on to the next
+                log.exception("resync of %s failed", key)
+            finally:
+                self._inflight.pop(key, None)
 
         await asyncio.gather(*(one(key, record) for key, record in due))
 
@@ -196,10 +208,12 @@ class Resyncs(Generic[K, R]):
             await asyncio.wait(rounds)
         for key in list(self._known):
             self._drop(key)
+        self._cadence.clear()
 
     def _drop(self, key: K) -> None:
         record = self._known.pop(key, None)
-        self._last.pop(key, None)
+        self._resynced.discard(key)
+        self._clusters.pop(key, None)
         self._requested.discard(key)
         if record is not None:
             self._forget(key, record)

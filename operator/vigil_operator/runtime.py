@@ -10,10 +10,11 @@ whose consumer is gone), rollout (coordinated restarts), stalls (the sidecars' r
 """
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,13 +24,14 @@ from pydantic import ValidationError
 from vigil_core import rules
 from vigil_core.kafka import model
 from vigil_core.kafka.model import GroupState
+from vigil_core.kafka.security import KafkaConnection
 from vigil_operator import credentials
 from vigil_operator import settings as operator_settings
 from vigil_operator.brokers import Brokers
 from vigil_operator.domain import claims, conditions, readings, reconcile
 from vigil_operator.domain.readings import Readings
 from vigil_operator.domain.reconcile import GroupFacts, Notice, Observation, PodFacts, Unreachable
-from vigil_operator.domain.spec import SpecError, parse_spec
+from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, parse_spec
 from vigil_operator.domain.status import ConditionType, ConsumerGroupStatus
 from vigil_operator.k8s.api import KubeApi, KubeError
 from vigil_operator.metrics import GroupLabels, OperatorMetrics
@@ -49,6 +51,8 @@ log = logging.getLogger(__name__)
 NOT_FOUND = 404
 Key = tuple[str, str]
 """A ConsumerGroup's (namespace, name)."""
+TURNS = 16
+"""Resyncs doing Kubernetes work at once (`Runtime._turn`)."""
 
 
 @dataclass
@@ -63,6 +67,7 @@ class Runtime:
     """Per ConsumerGroup: the spec generation its loop last resynced."""
     _readings: dict[Key, tuple[GroupLabels, Readings]] = field(default_factory=dict)
     """Per ConsumerGroup resynced here: its last readings (domain.readings) under its metric labels."""
+    _turns: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(TURNS))
 
     def __post_init__(self) -> None:
         self.events = Emitter(self.settings.events_topic)
@@ -138,26 +143,48 @@ class Runtime:
         self, body: Mapping[str, Any], pods: list[PodFacts], others: list[claims.Claim], post: Post,
         stop: StopFlag | None,
     ) -> ConsumerGroupStatus:  # fmt: skip
-        meta = body["metadata"]
-        namespace, name, generation = meta["namespace"], meta["name"], int(meta.get("generation") or 0)
+        namespace = body["metadata"]["namespace"]
         previous = _previous(body)
-        now = datetime.now(UTC)
         try:
             spec = parse_spec(dict(body.get("spec") or {}))
         except SpecError as exc:
             step(stop, "before it acted")
-            return await self._invalid(body, previous, str(exc), now=now, post=post)
+            return await self._invalid(body, previous, str(exc), now=datetime.now(UTC), post=post)
         try:
-            connection = await unless_stopped(
-                stop, credentials.connection_for(spec.kafka, namespace, self.kube, self.settings.state_dir / "secrets")
-            )
+            async with self._turn(stop):
+                secrets = self.settings.state_dir / "secrets"
+                connection = await unless_stopped(stop, credentials.connection_for(spec.kafka, namespace, self.kube,
+                                                                                   secrets))  # fmt: skip
             kip848 = spec.client.group_protocol is rules.GroupProtocol.CONSUMER
             observed = self.brokers.observe(connection, spec.group_id, kip848=kip848)
-            facts: GroupFacts | Unreachable = await unless_stopped(stop, observed)
+            facts: GroupFacts | Unreachable = await unless_stopped(stop, observed)  # no turn held: one census
         except KubeError as exc:
             connection, facts = None, Unreachable("SecretMissing", str(exc))
         except (ValueError, ValidationError) as exc:
             connection, facts = None, Unreachable("InvalidKafkaSettings", _one_line(exc))
+        async with self._turn(stop):
+            return await self._act(body, spec, previous, connection=connection, facts=facts, pods=pods,
+                                   others=others, post=post, stop=stop)  # fmt: skip
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, stop: StopFlag | None) -> AsyncIterator[None]:
+        """One of TURNS for the Kubernetes work of a resync: a round begins thousands of resyncs together (their
+        observations meet in one census), and their Secret reads, writes and Leases go TURNS at a time."""
+        await unless_stopped(stop, self._turns.acquire())
+        try:
+            yield
+        finally:
+            self._turns.release()
+
+    async def _act(
+        self, body: Mapping[str, Any], spec: ConsumerGroupSpec, previous: ConsumerGroupStatus, *,
+        connection: KafkaConnection | None, facts: GroupFacts | Unreachable, pods: list[PodFacts],
+        others: list[claims.Claim], post: Post, stop: StopFlag | None,
+    ) -> ConsumerGroupStatus:  # fmt: skip
+        """The resync with the group observed: departures, the rollout's next move, the status, its Events."""
+        meta = body["metadata"]
+        namespace, name, generation = meta["namespace"], meta["name"], int(meta.get("generation") or 0)
+        now = datetime.now(UTC)
         owner = None
         if isinstance(facts, GroupFacts):
             created = str(meta.get("creationTimestamp") or "")

@@ -2,10 +2,12 @@
 leads (the operator's Lease).
 
 The loop of a cluster runs rounds: each resyncs, together, the cluster's ConsumerGroups that are due (one round at a
-time per cluster, so their broker requests can be batched and a slow cluster never holds up another). A group is due
-at once when it is new to the loop (the group is new, or the replica starts leading), at once when asked (a spec
-change, a pod's event), otherwise one `interval` after its last resync ended. Nothing of this is kept on the
-ConsumerGroup: no finalizer (deleting it, its namespace or the CRD never waits for the operator), no timer per object.
+time per cluster, so their broker requests are batched in one census and a slow cluster never holds up another).
+Every `interval` a cluster's periodic round takes all its groups: they stay one round however their resyncs end, so
+at 10,000 groups a cluster costs one census an interval, not one per group whose last resync ended at its own time.
+Between periodic rounds a round takes only the groups new to the loop (a new group, or the replica starts leading)
+or asked for (a spec change, a pod's event). Nothing of this is kept on the ConsumerGroup: no finalizer (deleting
+it, its namespace or the CRD never waits for the operator), no timer per object.
 
 - No resync starts once its stop is set, whatever the reason (leadership lost, the group deleted, exiting).
 - A resync asked to stop gives way at its next step: its waits (its turn, a Secret, the broker) are abandoned,
@@ -13,8 +15,8 @@ ConsumerGroup: no finalizer (deleting it, its namespace or the CRD never waits f
   snapshot on the events topic. A step already begun ends (a removal's Event, a rollout step's pod deletion after
   its persisted bridge): the replica that acts next reads a consistent status.
 
-Pure: (stop reason, requested, when the last resync ended, interval, now) → a group's next move; and the paces of
-every group → which are due in which cluster, and when the loop looks again.
+Pure: the paces of every group and each cluster's cadence → which groups are due in which cluster, and when the
+loop looks again.
 """
 
 from collections.abc import Collection, Hashable, Mapping
@@ -22,43 +24,6 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
-
-
-@dataclass(frozen=True)
-class Resync:
-    why: str
-    """"first", "requested" or "interval"."""
-
-
-@dataclass(frozen=True)
-class Wait:
-    seconds: float
-    """At most this long, unless a resync is requested or the loop is asked to stop first."""
-
-
-@dataclass(frozen=True)
-class End:
-    why: str
-    """The stop reason (e.g. "leadership lost")."""
-
-
-Move = Resync | Wait | End
-
-
-def next_move(*, stopping: str | None, requested: bool, last_ended: float | None, interval: float,
-              now: float) -> Move:  # fmt: skip
-    """A group's next move. `stopping`: the stop reason, None while not asked to stop; `requested`: a spec change or a
-    pod's event asked for a resync; `last_ended`: when its last resync ended (None: none yet), on `now`'s clock."""
-    if stopping is not None:
-        return End(stopping)
-    if last_ended is None:
-        return Resync("first")
-    if requested:
-        return Resync("requested")
-    due = last_ended + interval
-    if now >= due:
-        return Resync("interval")
-    return Wait(due - now)
 
 
 def may_begin_step(*, stopping: str | None) -> bool:
@@ -80,8 +45,8 @@ class Pace:
 
     cluster: str
     """The Kafka cluster it is resynced with (its bootstrap servers): one round at a time per cluster."""
-    last_ended: float | None
-    """When its last resync ended (None: none yet, on this replica's current leadership)."""
+    resynced: bool
+    """Whether a round took it in since this replica began leading (False: it is new to the loop)."""
     requested: bool = False
 
 
@@ -89,23 +54,36 @@ class Pace:
 class Plan(Generic[K]):
     due: Mapping[str, tuple[K, ...]]
     """Per cluster with no round running: the groups to resync in a round now (in the order given)."""
+    periodic: frozenset[str]
+    """The clusters of `due` whose round is their periodic one: every group of the cluster (its cadence restarts)."""
     wake_in: float | None
-    """Seconds until the next group of an idle cluster is due; None when none is scheduled (a round's end, a
-    request, a new group wake the loop)."""
+    """Seconds until an idle cluster's next periodic round; None when none is scheduled (a round's end, a request, a
+    new group wake the loop)."""
 
 
-def plan(paces: Mapping[K, Pace], *, busy: Collection[str], interval: float, now: float) -> Plan[K]:
-    """Which groups are due now, per cluster. A cluster in `busy` has a round running: its groups wait for the next
-    round (its end wakes the loop), so a cluster never runs two rounds at once."""
-    due: dict[str, list[K]] = {}
-    waits: list[float] = []
+def plan(paces: Mapping[K, Pace], *, cadence: Mapping[str, float], busy: Collection[str], interval: float,
+         now: float) -> Plan[K]:  # fmt: skip
+    """Which groups are due now, per cluster. `cadence`: per cluster, when its last periodic round began (none yet:
+    due at once). A cluster's periodic round takes every group of the cluster, one `interval` after the last began,
+    so its groups stay one round — one census — however their resyncs end or were asked for in between. Between
+    periodic rounds, a round takes only the groups new to the loop or asked for (a spec change, a pod's event). A
+    cluster in `busy` has a round running: its groups wait for the next round (its end wakes the loop), so a cluster
+    never runs two rounds at once."""
+    groups: dict[str, list[tuple[K, Pace]]] = {}
     for key, pace in paces.items():
-        if pace.cluster in busy:
+        if pace.cluster not in busy:
+            groups.setdefault(pace.cluster, []).append((key, pace))
+    due: dict[str, tuple[K, ...]] = {}
+    periodic: set[str] = set()
+    waits: list[float] = []
+    for cluster, members in groups.items():
+        began = cadence.get(cluster)
+        if began is None or now >= began + interval:
+            due[cluster] = tuple(key for key, _ in members)
+            periodic.add(cluster)
             continue
-        move = next_move(stopping=None, requested=pace.requested, last_ended=pace.last_ended, interval=interval,
-                         now=now)  # fmt: skip
-        if isinstance(move, Resync):
-            due.setdefault(pace.cluster, []).append(key)
-        elif isinstance(move, Wait):
-            waits.append(move.seconds)
-    return Plan({c: tuple(keys) for c, keys in due.items()}, min(waits) if waits else None)
+        waits.append(began + interval - now)
+        asked = tuple(key for key, pace in members if pace.requested or not pace.resynced)
+        if asked:
+            due[cluster] = asked
+    return Plan(due, frozenset(periodic), min(waits) if waits else None)

@@ -9,37 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vigil_operator.domain import pacing
-from vigil_operator.domain.pacing import End, Pace, Resync, Wait
+from vigil_operator.domain.pacing import Pace
 
 INTERVAL = 30.0
 PAUSING, DELETED, EXITING = "leadership lost", "resource deleted", "operator exiting"
-
-NEXT = [
-    # (case, stopping, requested, last_ended, now, move)
-    ("the loop starts (new group, replica starts or resumes): at once", None, False, None, 0.0, Resync("first")),
-    ("a request before the first: still the first", None, True, None, 0.0, Resync("first")),
-    ("just after a resync: wait the interval", None, False, 100.0, 100.0, Wait(INTERVAL)),
-    ("mid-interval: wait the rest", None, False, 100.0, 112.5, Wait(17.5)),
-    ("the interval is up", None, False, 100.0, 130.0, Resync("interval")),
-    ("long overdue (the resync took longer than the interval)", None, False, 100.0, 500.0, Resync("interval")),
-    ("a spec change or a pod's event: at once", None, True, 100.0, 101.0, Resync("requested")),
-    ("paused while waiting: no resync starts", PAUSING, False, 100.0, 112.5, End(PAUSING)),
-    ("paused when the interval is up: none starts", PAUSING, False, 100.0, 130.0, End(PAUSING)),
-    ("paused with a request pending (an event queued before the pause): none starts", PAUSING, True, 100.0, 101.0,
-     End(PAUSING)),
-    ("paused before the first resync (a daemon kopf spawned from a queued event, then stopped)", PAUSING, False, None,
-     0.0, End(PAUSING)),
-    ("deleted", DELETED, True, 100.0, 130.0, End(DELETED)),
-    ("exiting", EXITING, False, None, 0.0, End(EXITING)),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("case", "stopping", "requested", "last", "now", "move"), NEXT, ids=[c[0] for c in NEXT])
-def test_next_move(
-    case: str, *, stopping: str | None, requested: bool, last: float | None, now: float, move: pacing.Move
-) -> None:
-    assert pacing.next_move(stopping=stopping, requested=requested, last_ended=last, interval=INTERVAL, now=now) == move
-
 
 STEPS = [
     # (case, stopping, may begin a step)
@@ -78,53 +51,69 @@ def test_stop_reason_in_words(reason: object, words: str) -> None:
 
 A, B = "kafka-a:9092", "kafka-b:9092"
 PLANS = [
-    # (case, paces, busy, now, due, wake_in)
-    ("nothing to resync", {}, (), 0.0, {}, None),
-    ("new groups: at once, per cluster", {"g1": Pace(A, None), "g2": Pace(B, None), "g3": Pace(A, None)}, (), 0.0,
-     {A: ("g1", "g3"), B: ("g2",)}, None),
-    ("the next due group sets the wake", {"g1": Pace(A, 100.0), "g2": Pace(A, 110.0)}, (), 120.0, {}, 10.0),
-    ("due and waiting in one cluster", {"g1": Pace(A, 100.0), "g2": Pace(A, 110.0)}, (), 135.0, {A: ("g1",)}, 5.0),
-    ("a request is due at once", {"g1": Pace(A, 100.0, requested=True)}, (), 101.0, {A: ("g1",)}, None),
+    # (case, paces, cadence, busy, now, due, periodic, wake_in)
+    ("nothing to resync", {}, {}, (), 0.0, {}, (), None),
+    ("the loop starts: every cluster's periodic round at once",
+     {"g1": Pace(A, False), "g2": Pace(B, False), "g3": Pace(A, False)}, {}, (), 0.0,
+     {A: ("g1", "g3"), B: ("g2",)}, (A, B), None),
+    ("mid-interval, nothing asked: wait for the next periodic round",
+     {"g1": Pace(A, True), "g2": Pace(A, True)}, {A: 100.0}, (), 112.5, {}, (), 17.5),
+    ("the interval is up: every group of the cluster, however its last resync went",
+     {"g1": Pace(A, True), "g2": Pace(A, False), "g3": Pace(A, True, requested=True)}, {A: 100.0}, (), 130.0,
+     {A: ("g1", "g2", "g3")}, (A,), None),
+    ("long overdue (the round took longer than the interval): at once",
+     {"g1": Pace(A, True)}, {A: 100.0}, (), 500.0, {A: ("g1",)}, (A,), None),
+    ("a request between periodic rounds: that group alone, the cadence kept",
+     {"g1": Pace(A, True, requested=True), "g2": Pace(A, True)}, {A: 100.0}, (), 101.0, {A: ("g1",)}, (), 29.0),
+    ("a group new to the loop between periodic rounds: at once, alone",
+     {"g1": Pace(A, True), "new": Pace(A, False)}, {A: 100.0}, (), 101.0, {A: ("new",)}, (), 29.0),
     ("a cluster with a round running waits for it to end (it wakes the loop)",
-     {"g1": Pace(A, None), "g2": Pace(B, 100.0)}, (A,), 200.0, {B: ("g2",)}, None),
-    ("a busy cluster's waiting groups do not set the wake", {"g1": Pace(A, 100.0), "g2": Pace(B, 110.0)}, (A,), 120.0,
-     {}, 20.0),
+     {"g1": Pace(A, False), "g2": Pace(B, True)}, {B: 100.0}, (A,), 200.0, {B: ("g2",)}, (B,), None),
+    ("a busy cluster's next round does not set the wake",
+     {"g1": Pace(A, True), "g2": Pace(B, True)}, {A: 100.0, B: 110.0}, (A,), 120.0, {}, (), 20.0),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("case", "paces", "busy", "now", "due", "wake"), PLANS, ids=[c[0] for c in PLANS])
+@pytest.mark.parametrize(("case", "paces", "cadence", "busy", "now", "due", "periodic", "wake"), PLANS,
+                         ids=[c[0] for c in PLANS])  # fmt: skip
 def test_plan(
-    case: str, paces: dict[str, Pace], busy: tuple[str, ...], now: float, *, due: dict[str, tuple[str, ...]],
-    wake: float | None,
+    case: str, paces: dict[str, Pace], cadence: dict[str, float], busy: tuple[str, ...], now: float, *,
+    due: dict[str, tuple[str, ...]], periodic: tuple[str, ...], wake: float | None,
 ) -> None:  # fmt: skip
-    found = pacing.plan(paces, busy=busy, interval=INTERVAL, now=now)
-    assert (dict(found.due), found.wake_in) == (due, wake)
+    found = pacing.plan(paces, cadence=cadence, busy=busy, interval=INTERVAL, now=now)
+    assert (dict(found.due), found.periodic, found.wake_in) == (due, frozenset(periodic), wake)
 
 
+CLUSTERS = [A, B, "kafka-c:9092"]
 paces_st = st.dictionaries(
     st.text("abcdefgh", min_size=1, max_size=3),
-    st.builds(Pace, st.sampled_from([A, B, "kafka-c:9092"]), st.none() | st.floats(0, 1000), st.booleans()),
+    st.builds(Pace, st.sampled_from(CLUSTERS), st.booleans(), st.booleans()),
     max_size=20,
 )
 
 
-@given(paces=paces_st, busy=st.sets(st.sampled_from([A, B, "kafka-c:9092"])), now=st.floats(0, 2000))
-def test_every_group_is_due_waiting_or_behind_its_clusters_round(
-    paces: dict[str, Pace], busy: set[str], now: float
+@given(paces=paces_st, cadence=st.dictionaries(st.sampled_from(CLUSTERS), st.floats(0, 1000)),
+       busy=st.sets(st.sampled_from(CLUSTERS)), now=st.floats(0, 2000))  # fmt: skip
+def test_a_periodic_round_takes_the_whole_cluster_and_between_them_only_new_or_asked_groups(
+    paces: dict[str, Pace], cadence: dict[str, float], busy: set[str], now: float
 ) -> None:
-    found = pacing.plan(paces, busy=busy, interval=INTERVAL, now=now)
+    found = pacing.plan(paces, cadence=cadence, busy=busy, interval=INTERVAL, now=now)
     planned = [key for keys in found.due.values() for key in keys]
     assert len(planned) == len(set(planned))
     assert not set(found.due) & busy
+    assert found.periodic <= set(found.due)
     for key, pace in paces.items():
         if pace.cluster in busy:
             assert key not in planned
             continue
-        is_due = pace.last_ended is None or pace.requested or now >= pace.last_ended + INTERVAL
+        began = cadence.get(pace.cluster)
+        periodic = began is None or now >= began + INTERVAL
+        assert (pace.cluster in found.periodic) is periodic
+        is_due = periodic or pace.requested or not pace.resynced
         assert (key in found.due.get(pace.cluster, ())) is is_due
-        if not is_due:
-            assert pace.last_ended is not None
+        if not periodic:
+            assert began is not None
             assert found.wake_in is not None
-            assert found.wake_in <= pace.last_ended + INTERVAL - now
+            assert found.wake_in <= began + INTERVAL - now
     if found.wake_in is not None:
         assert found.wake_in > 0

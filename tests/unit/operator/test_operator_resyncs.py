@@ -3,7 +3,8 @@ cluster, a request answered at once, a deletion or the end of the leadership sto
 forgetting the group, and a standby that exits at once."""
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from vigil_operator.resyncs import DELETED, Resyncs, Stop
@@ -36,9 +37,12 @@ class Loops:
     most: dict[str, int] = field(default_factory=dict)
     hold: asyncio.Event | None = None
     """Set: syncs return at once; clear: they wait for it (or their stop)."""
+    in_round: list[int] = field(default_factory=list)
+    """Per resync in `synced`: how many rounds had ended when it began (one cluster: the same within a round)."""
 
     def make(self) -> Resyncs[Key, str]:
         async def sync(key: Key, cluster: str, stop: StopFlag) -> None:
+            began = resyncs.rounds
             self.running[cluster] = self.running.get(cluster, 0) + 1
             self.most[cluster] = max(self.most.get(cluster, 0), self.running[cluster])
             self.stops[key] = stop
@@ -49,6 +53,7 @@ class Loops:
                         return_when=asyncio.FIRST_COMPLETED,
                     )
                 self.synced.append(key)
+                self.in_round.append(began)
             finally:
                 self.running[cluster] -= 1
 
@@ -70,20 +75,30 @@ async def until(check: Callable[[], bool], what: str) -> None:
 
 
 def run(test: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(test())
+    asyncio.run(test())  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def leading(loops: Loops, interval: float = INTERVAL) -> AsyncIterator[Resyncs[Key, str]]:
+    """The loops run, this replica leading one term, until the block ends."""
+    leader, resyncs = Leader(), loops.make()
+    resyncs._interval = interval  # noqa: SLF001 - the pace each test needs
+    task = asyncio.create_task(resyncs.run(leader))
+    await leader.terms.put(Stop())
+    try:
+        yield resyncs
+    finally:
+        task.cancel()
 
 
 def test_every_group_resyncs_at_once_then_each_interval_one_round_at_a_time_per_cluster() -> None:
     async def test() -> None:
         loops = Loops({("a", "g1"): "k1", ("a", "g2"): "k1", ("b", "g3"): "k2"})
-        leader, resyncs = Leader(), loops.make()
-        task = asyncio.create_task(resyncs.run(leader))
-        await leader.terms.put(Stop())
-        await until(lambda: len(loops.synced) >= 3, "the first round of each cluster")
-        assert sorted(loops.synced[:3]) == sorted(loops.records)
-        await until(lambda: loops.synced.count(("b", "g3")) >= 3, "two more rounds, one per interval")
-        assert resyncs.rounds >= 3
-        task.cancel()
+        async with leading(loops) as resyncs:
+            await until(lambda: len(loops.synced) >= 3, "the first round of each cluster")
+            assert sorted(loops.synced[:3]) == sorted(loops.records)
+            await until(lambda: loops.synced.count(("b", "g3")) >= 3, "two more rounds, one per interval")
+            assert resyncs.rounds >= 3
 
     run(test)
 
@@ -91,14 +106,10 @@ def test_every_group_resyncs_at_once_then_each_interval_one_round_at_a_time_per_
 def test_a_request_resyncs_at_once_after_the_round_in_flight() -> None:
     async def test() -> None:
         loops = Loops({("a", "g1"): "k1"})
-        leader, resyncs = Leader(), loops.make()
-        resyncs._interval = 3600.0  # noqa: SLF001 - only requests resync here
-        task = asyncio.create_task(resyncs.run(leader))
-        await leader.terms.put(Stop())
-        await until(lambda: len(loops.synced) == 1, "the first resync")
-        resyncs.request(("a", "g1"))
-        await until(lambda: len(loops.synced) == 2, "the requested resync")
-        task.cancel()
+        async with leading(loops, 3600.0) as resyncs:
+            await until(lambda: len(loops.synced) == 1, "the first resync")
+            resyncs.request(("a", "g1"))
+            await until(lambda: len(loops.synced) == 2, "the requested resync")
 
     run(test)
 
@@ -106,17 +117,14 @@ def test_a_request_resyncs_at_once_after_the_round_in_flight() -> None:
 def test_a_deletion_stops_the_resync_in_flight_and_forgets_the_group() -> None:
     async def test() -> None:
         loops = Loops({("a", "g1"): "k1", ("a", "g2"): "k1"}, hold=asyncio.Event())
-        leader, resyncs = Leader(), loops.make()
-        task = asyncio.create_task(resyncs.run(leader))
-        await leader.terms.put(Stop())
-        await until(lambda: len(loops.stops) == 2, "both resyncs in flight")
-        del loops.records[("a", "g1")]
-        resyncs.deleted(("a", "g1"))
-        assert loops.stops[("a", "g1")].is_set()
-        assert loops.stops[("a", "g1")].reason == DELETED
-        assert not loops.stops[("a", "g2")].is_set()
-        assert loops.forgotten == [("a", "g1")]
-        task.cancel()
+        async with leading(loops) as resyncs:
+            await until(lambda: len(loops.stops) == 2, "both resyncs in flight")
+            del loops.records[("a", "g1")]
+            resyncs.deleted(("a", "g1"))
+            assert loops.stops[("a", "g1")].is_set()
+            assert loops.stops[("a", "g1")].reason == DELETED
+            assert not loops.stops[("a", "g2")].is_set()
+            assert loops.forgotten == [("a", "g1")]
 
     run(test)
 
@@ -159,13 +167,9 @@ def test_a_standby_exits_at_once() -> None:
 def test_a_cluster_never_runs_two_rounds_at_once() -> None:
     async def test() -> None:
         loops = Loops({("a", f"g{i}"): "k1" for i in range(5)})
-        leader, resyncs = Leader(), loops.make()
-        resyncs._interval = 0.0  # noqa: SLF001 - every group is due again at once
-        task = asyncio.create_task(resyncs.run(leader))
-        await leader.terms.put(Stop())
-        await until(lambda: len(loops.synced) >= 25, "five rounds")
-        assert loops.most["k1"] <= 5  # one round's groups at most, never two rounds' worth
-        task.cancel()
+        async with leading(loops, 0.0):
+            await until(lambda: len(loops.synced) >= 25, "five rounds")
+            assert loops.most["k1"] <= 5  # one round's groups at most, never two rounds' worth
 
     run(test)
 
@@ -175,13 +179,36 @@ def test_a_group_added_while_nothing_is_due_resyncs_once_asked() -> None:
 
     async def test() -> None:
         loops = Loops({})
-        leader, resyncs = Leader(), loops.make()
-        task = asyncio.create_task(resyncs.run(leader))
-        await leader.terms.put(Stop())
-        await asyncio.sleep(0.05)
-        loops.records[("a", "new")] = "k1"
-        resyncs.request(("a", "new"))
-        await until(lambda: loops.synced == [("a", "new")], "the new group resynced")
-        task.cancel()
+        async with leading(loops) as resyncs:
+            await asyncio.sleep(0.05)
+            loops.records[("a", "new")] = "k1"
+            resyncs.request(("a", "new"))
+            await until(lambda: loops.synced == [("a", "new")], "the new group resynced")
+
+    run(test)
+
+
+def test_a_rounds_resyncs_are_all_in_flight_together() -> None:
+    """No gate in the loop: a round's observations can meet in one census (the sync paces its Kubernetes work)."""
+
+    async def test() -> None:
+        loops = Loops({("a", f"g{i}"): "k1" for i in range(50)}, hold=asyncio.Event())
+        async with leading(loops):
+            await until(lambda: loops.running.get("k1") == 50, "all 50 resyncs in flight at once")
+
+    run(test)
+
+
+def test_a_clusters_groups_stay_one_round_whenever_their_resyncs_end_or_are_asked_for() -> None:
+    async def test() -> None:
+        loops = Loops({("a", f"g{i}"): "k1" for i in range(3)})
+        async with leading(loops, 0.5) as resyncs:
+            await until(lambda: len(loops.synced) == 3, "the first round")
+            resyncs.request(("a", "g1"))
+            await until(lambda: len(loops.synced) == 4, "the requested resync")
+            await until(lambda: len(loops.synced) >= 7, "the next periodic round")
+            assert loops.in_round[3] not in (loops.in_round[2], loops.in_round[4])  # the request: a round of its own
+            assert sorted(loops.synced[4:7]) == sorted(loops.records)
+            assert len(set(loops.in_round[4:7])) == 1  # the asked group is back in its cluster's one round
 
     run(test)
