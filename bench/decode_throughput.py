@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vigil_spark.decode import records as rec
+from vigil_core.consumer_offsets import records as rec
 
 #: Bump when the generated records change: it is part of the cache file name.
 FORMAT = 1

@@ -23,6 +23,7 @@ second (every N/2000 s past 2,000):
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import statistics
@@ -32,7 +33,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ from vigil_dev.testing import clients
 from vigil_dev.testing.operator import RunningOperator, start_operator
 from vigil_dev.testing.waiting import wait_for
 from vigil_operator import crd
+from vigil_operator.domain import injection
 
 G, V, PLURAL = "vigil.dev", "v1alpha1", "consumergroups"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -131,6 +133,13 @@ class Fleet:
             for consumer in current:
                 consumer.poll(0)
             self._stop.wait(0.1)
+
+    def leave(self, group: str) -> None:
+        """The group's one member leaves: its consumer closes (LeaveGroup), out of the poll loop first."""
+        with self._lock:
+            consumer = self.consumers.pop(self.groups.index(group))
+            self.groups.remove(group)
+        consumer.close()
 
     def close(self) -> None:
         self._stop.set()
@@ -355,6 +364,7 @@ class Results:
     stock: float = float("nan")
     stock_jvm: float = float("nan")
     stock_named: int = 0
+    departures: list["Departure"] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -525,11 +535,66 @@ class Monitor:
         self.res.rss, self.res.hwm = vm_mb(self.pid, "VmRSS"), vm_mb(self.pid, "VmHWM")
 
 
+@dataclass(frozen=True)
+class Departure:
+    cr: str
+    pod_event: bool
+    """Its pod was deleted as its member left (the operator hears of it at once), or only the member left."""
+    seconds: float | None
+    """From the member's LeaveGroup (and the pod's deletion) to the status showing it gone; None: not within the
+    bound."""
+
+
+def departing(crs: dict[str, str], live: int, k: int) -> list[tuple[str, str]]:
+    """The (CR, group) pairs of the live groups that leave in the departures measurement: the last 2·k live ones."""
+    return list(crs.items())[max(0, live - 2 * k) : live]
+
+
+def create_pods(core: Any, namespace: str, leaving: list[tuple[str, str]]) -> None:
+    """Per leaving group, the pod its member would run in: named as its client.id (so the operator matches the
+    member to it), annotated with its ConsumerGroup, never scheduled (a scheduling gate): only its events count."""
+    for cr, group in leaving:
+        core.create_namespaced_pod(namespace, {
+            "metadata": {"name": f"{group}-m0", "annotations": {injection.GROUP_ANNOTATION: cr}},
+            "spec": {"schedulingGates": [{"name": "vigil.dev/bench"}],
+                     "containers": [{"name": "app", "image": "localhost/vigil-pause:3.10.1"}]},
+        })  # fmt: skip
+
+
+def measure_departures(args: argparse.Namespace, fleet: Fleet, apis: tuple[Any, Any], namespace: str,
+                       leaving: list[tuple[str, str]]) -> list[Departure]:  # fmt: skip
+    """One at a time, at a random moment of the resync period: a member leaves and its pod is deleted (the first
+    half), or only the member leaves (the second half); the time until its CR's status says memberCount 0."""
+    custom, core = apis
+    out: list[Departure] = []
+    pace = random.Random(7)
+    bound = 2 * args.resync_seconds + 30
+    for i, (cr, group) in enumerate(leaving):
+        with_pod = i < len(leaving) // 2
+        time.sleep(pace.uniform(0, args.resync_seconds))
+        fleet.leave(group)
+        if with_pod:
+            core.delete_namespaced_pod(f"{group}-m0", namespace, grace_period_seconds=0)
+        left = time.monotonic()
+        seconds: float | None = None
+        while time.monotonic() - left < bound:
+            status = custom.get_namespaced_custom_object(G, V, namespace, PLURAL, cr).get("status") or {}
+            if status.get("memberCount") == 0:
+                seconds = time.monotonic() - left
+                break
+            time.sleep(0.1)
+        out.append(Departure(cr, with_pod, seconds))
+        shown = f"{seconds:.1f} s" if seconds is not None else f"not within {bound:.0f} s"
+        say(f"departure {i + 1}/{len(leaving)} ({'member and pod' if with_pod else 'member only'}): {shown}")
+    return out
+
+
 def measure_operator(
     args: argparse.Namespace, state: Path, kube: controlplane.KubeCluster, *, list_crs: Any, names: list[str],
-    broker: BrokerRequests | None, res: Results,
+    broker: BrokerRequests | None, res: Results, departures: Callable[[], list[Departure]],
 ) -> None:  # fmt: skip
-    """Start the operator; watch first convergence, then `--rounds` steady rounds (the operator is stopped after).
+    """Start the operator; watch first convergence, then `--rounds` steady rounds, then the departures (the operator
+    is stopped after).
 
     Counters are sampled once round 0 is complete (every create handler done, round 1 not begun) and right after
     the last measured round is written: quiet moments, so the broker's counts and the operator's cover the same
@@ -565,6 +630,7 @@ def measure_operator(
         assert mon.after is not None
         summarize(res, mon.watch, mon.cpu, first=mon.first or 1, rounds=args.rounds, before=mon.before,
                   after=mon.after)  # fmt: skip
+        res.departures = departures()
         say(f"operator log: {running.log}")
     finally:
         running.stop()
@@ -607,8 +673,11 @@ def run(args: argparse.Namespace, state: Path) -> Results:
             commit_empty_groups(conn, topic, list(crs.values())[args.live :])
             custom: Any = client.CustomObjectsApi(api)
             namespace = f"scale-{tag}"
-            create_crs(custom, client.ApiextensionsV1Api(api), client.CoreV1Api(api), namespace=namespace, crs=crs,
+            core: Any = client.CoreV1Api(api)
+            create_crs(custom, client.ApiextensionsV1Api(api), core, namespace=namespace, crs=crs,
                        bootstrap=kafka.bootstrap)  # fmt: skip
+            leaving = departing(crs, args.live, args.departures)
+            create_pods(core, namespace, leaving[: len(leaving) // 2])
 
             def list_crs() -> list[dict[str, Any]]:
                 resp = custom.list_namespaced_custom_object(G, V, namespace, PLURAL, _preload_content=False)
@@ -618,7 +687,16 @@ def run(args: argparse.Namespace, state: Path) -> Results:
             broker: BrokerRequests | None = BrokerRequests(kafka)
             if broker is not None and not broker.enable():
                 res.broker_note, broker = broker.error, None
-            measure_operator(args, state, kube, list_crs=list_crs, names=list(crs), broker=broker, res=res)
+            measure_operator(
+                args,
+                state,
+                kube,
+                list_crs=list_crs,
+                names=list(crs),
+                broker=broker,
+                res=res,
+                departures=lambda: measure_departures(args, fleet, (custom, core), namespace, leaving),
+            )
             if broker is not None and not res.broker:
                 res.broker_note = broker.error or "no JMX samples"
             say(f"stock: kafka-consumer-groups --describe --all-groups over {len(crs)} groups ...")
@@ -670,6 +748,11 @@ def report(args: argparse.Namespace, res: Results, command: str, elapsed: float)
               "periodic refreshes")  # fmt: skip
     else:
         print(f"broker-side (JMX) counts not measured: {res.broker_note}")
+    for with_pod, what in ((True, "a member leaves and its pod is deleted"), (False, "a member leaves, no event")):
+        times = [d.seconds for d in res.departures if d.pod_event is with_pod]
+        if times:
+            shown = ", ".join(f"{t:.1f} s" if t is not None else "not seen" for t in times)
+            print(f"{what} → its status says memberCount 0 after: {shown}")
     print(f"a round of {n} groups = {per_sync * n:.0f} operator-counted requests every {r:.0f} s "
           f"({per_sync * n / r:.1f}/s); the stock tool gives one snapshot to a terminal, vigil keeps {n} statuses "
           f"current every {r:.0f} s")  # fmt: skip
@@ -687,6 +770,12 @@ def main() -> None:
     )
     parser.add_argument("--resync-seconds", type=float, default=30.0)
     parser.add_argument("--rounds", type=int, default=3, help="steady resync rounds to measure")
+    parser.add_argument(
+        "--departures",
+        type=int,
+        default=3,
+        help="after the rounds: this many members leave with their pod deleted, then as many alone",
+    )
     parser.add_argument("--partitions", type=int, default=3, help="of the one topic every group consumes")
     parser.add_argument("--stable-timeout", type=float, default=300.0, help="for all groups to be Stable, s")
     parser.add_argument("--converge-timeout", type=float, default=600.0, help="for all statuses to be Ready, s")

@@ -34,6 +34,7 @@ from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator import cli as operator_cli
 from vigil_operator import crd
 from vigil_operator.domain.injection import INJECT_LABEL
+from vigil_operator.metrics import OperatorMetrics
 from vigil_operator.settings import POD_NAME_ENV, OperatorSettings
 from vigil_sidecar.metrics import Metrics
 from vigil_spark import cli as report_cli
@@ -462,16 +463,19 @@ def _check_monitoring(objects: list[Obj], values: dict[str, Any]) -> None:
     parsed = json.loads(dashboard["data"]["vigil.json"])
     exprs = [t["expr"] for p in parsed["panels"] for t in p["targets"]]
     assert exprs
-    assert all("vigil_sidecar_" in e for e in exprs)
+    assert all("vigil_sidecar_" in e or "vigil_operator_" in e for e in exprs)
+    assert any("vigil_operator_consumergroup_rebalances_total" in e for e in exprs)
     _check_metric_names(exprs)
 
 
 def _check_metric_names(exprs: list[str]) -> None:
-    """Every metric the dashboard queries is one the sidecar exports (counters with prometheus' `_total`)."""
+    """Every metric the dashboard queries is one the sidecar or the operator exports (counters with prometheus'
+    `_total`)."""
     exported: set[str] = set()
-    for family in Metrics().registry.collect():
-        exported.add(family.name + "_total" if family.type == "counter" else family.name)
-    used = {m for e in exprs for m in re.findall(r"vigil_sidecar_[a-z_]+", e)}
+    for registry in (Metrics().registry, OperatorMetrics().registry):
+        for family in registry.collect():
+            exported.add(family.name + "_total" if family.type == "counter" else family.name)
+    used = {m for e in exprs for m in re.findall(r"vigil_(?:sidecar|operator)_[a-z_]+", e)}
     assert used <= exported, used - exported
 
 

@@ -33,13 +33,13 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kafka.protocol.consumer import OffsetCommitRequest
 
+from vigil_core.consumer_offsets import records as rec
 from vigil_core.kafka.security import ClientConfig, KafkaConnection
 from vigil_core.kafka.wire import GroupWire
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing import formatters as fmt
 from vigil_dev.testing.waiting import bound, wait_for
-from vigil_spark.decode import records as rec
 
 pytestmark = pytest.mark.integration
 

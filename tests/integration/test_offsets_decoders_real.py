@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from vigil_core.consumer_offsets import records as rec
 from vigil_core.kafka.security import KafkaConnection
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.waiting import wait_for
-from vigil_spark.decode import records as rec
 
 pytestmark = pytest.mark.integration
 

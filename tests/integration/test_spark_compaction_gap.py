@@ -13,11 +13,11 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
+from vigil_core.consumer_offsets import records as rec
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import broker_log, clients
 from vigil_dev.testing.waiting import wait_for
 from vigil_spark import model, tables
-from vigil_spark.decode import records as rec
 from vigil_spark.ingest import stream
 
 pytest_plugins = ["vigil_dev.testing.spark_fixtures"]

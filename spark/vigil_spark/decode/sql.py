@@ -14,7 +14,7 @@ and strings are SQL (`substring`, `length`, `make_valid_utf8`); integers come fr
 Positions go through `try_cast` (null, not an error), and a record is accepted only if its lengths add up to
 exactly its size, so a damaged record yields nulls and `problem`, never an error, with either set.
 
-The semantics are those of `vigil_spark.decode.records` (the differential tests hold both sets and it
+The semantics are those of `vigil_core.consumer_offsets.records` (the differential tests hold both sets and it
 together): non-nullable strings with a null length are corrupt, flexible v4 reads compact strings (unsigned
 varint length + 1, at most 5 bytes) and a tagged-field section whose tag 0 is the 16-byte topic id, and a
 record must end exactly where its schema does. Strings are UTF-8 with malformed bytes replaced, as Java and

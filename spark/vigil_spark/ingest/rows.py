@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from vigil_core import events
-from vigil_spark.decode import records
+from vigil_core.consumer_offsets import records
 
 GROUP_METADATA: Final = "group_metadata"
 CONSUMER_GROUP: Final = "consumer_group"

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vigil_spark.decode import records as rec
+from vigil_core.consumer_offsets import records as rec
 
 ROOT = Path(__file__).resolve().parents[3]
 REAL = json.loads((ROOT / "tests/unit/fixtures/consumer_offsets/real_records.json").read_text())["records"]

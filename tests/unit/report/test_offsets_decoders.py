@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vigil_spark.decode import records as rec
-from vigil_spark.decode.wire import DecodeError, Reader
+from vigil_core.consumer_offsets import records as rec
+from vigil_core.consumer_offsets.wire import DecodeError, Reader
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "consumer_offsets"
 

@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import types as T  # noqa: N812 - the PySpark convention
 from pyspark.testing import assertDataFrameEqual
 
-from vigil_spark.decode import records as rec
+from vigil_core.consumer_offsets import records as rec
 from vigil_spark.decode import sql
 
 pytest_plugins = ["vigil_dev.testing.spark_fixtures"]
@@ -81,7 +81,8 @@ def frame(spark: SparkSession, records: Sequence[tuple[bytes | None, bytes | Non
 
 
 def expected_row(key: bytes | None, value: bytes | None, offset: int) -> tuple[Any, ...] | None:
-    """What `sql.offset_commits` must return for one record, per `vigil_spark.decode.records` (None: not its job)."""
+    """What `sql.offset_commits` must return for one record, per `vigil_core.consumer_offsets.records` (None: not
+    its job)."""
     if key is None or len(key) < 2 or struct.unpack(">h", key[:2])[0] not in sql.OFFSET_COMMIT_TYPES:
         return None
     record_type = struct.unpack(">h", key[:2])[0]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from vigil_spark.decode.wire import INT16, INT32, DecodeError, Reader
+from vigil_core.consumer_offsets.wire import INT16, INT32, DecodeError, Reader
 
 # -- results that are not records ---------------------------------------------------------------------
 
