@@ -1,14 +1,14 @@
 """The admission webhooks (registered only when the operator serves them: `vigil operator` imports this module
 unless --no-webhook): sidecar injection into pods, and the cross-object check CEL cannot make on ConsumerGroups."""
 
-from collections.abc import Iterable
 from typing import Any
 
 import kopf
 
+from vigil_operator.catalog import Catalog, Record
 from vigil_operator.domain import injection
 from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, parse_spec
-from vigil_operator.handlers import CR, SETTINGS, Record
+from vigil_operator.handlers import CR, SETTINGS
 
 
 @kopf.on.mutate(
@@ -19,12 +19,12 @@ from vigil_operator.handlers import CR, SETTINGS, Record
     # Ignore (default): an operator outage must not stop workloads from starting (they run without vigil)
     ignore_failures=SETTINGS.webhook_failure_policy == "Ignore",
 )
-def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], **kwargs: Any) -> None:
-    consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
+def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], memo: Any, **kwargs: Any) -> None:
+    catalog: Catalog = memo["catalog"]
     kubelets: kopf.Index[str, str] = kwargs["kubelets"]
     namespace = str(body.get("metadata", {}).get("namespace") or "")
     wanted = str((body.get("metadata", {}).get("annotations") or {}).get(injection.GROUP_ANNOTATION) or "")
-    group = _spec_of(consumergroups.get((namespace, wanted), []))
+    group = _spec_of(catalog.lookup((namespace, wanted)))
     decision = injection.inject(
         body,
         namespace,
@@ -41,25 +41,26 @@ def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], *
 
 
 @kopf.on.validate(*CR, operation="CREATE", id="one-cr-per-group")
-def one_cr_per_group(*, namespace: str | None, name: str, spec: kopf.Spec, **kwargs: Any) -> None:
+def one_cr_per_group(*, namespace: str | None, name: str, spec: kopf.Spec, memo: Any, **_: Any) -> None:
     """What CEL cannot see: another ConsumerGroup already observing the same group at the same bootstrap."""
-    consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
+    catalog: Catalog = memo["catalog"]
     wanted = (spec.get("groupId"), (spec.get("kafka") or {}).get("bootstrapServers"))
-    for key, store in consumergroups.items():
-        for record in store:
-            seen = (record.spec.get("groupId"), (record.spec.get("kafka") or {}).get("bootstrapServers"))
-            if seen == wanted and key != (namespace or "", name):
-                raise kopf.AdmissionError(
-                    f"spec.groupId: Kafka group {wanted[0]!r} at {wanted[1]} is already observed by"
-                    f" ConsumerGroup {key[0]}/{key[1]}",
-                    code=409,
-                )
+    for claim in catalog.claims(str(spec.get("groupId") or "")):
+        record = catalog.lookup((claim.namespace, claim.name))
+        if record is None or (claim.namespace, claim.name) == (namespace or "", name):
+            continue
+        if (record.spec.get("groupId"), (record.spec.get("kafka") or {}).get("bootstrapServers")) == wanted:
+            raise kopf.AdmissionError(
+                f"spec.groupId: Kafka group {wanted[0]!r} at {wanted[1]} is already observed by"
+                f" ConsumerGroup {claim.namespace}/{claim.name}",
+                code=409,
+            )
 
 
-def _spec_of(records: Iterable[Record]) -> ConsumerGroupSpec | None:
-    for record in records:
-        try:
-            return parse_spec(dict(record.spec))
-        except SpecError:
-            return None
-    return None
+def _spec_of(record: Record | None) -> ConsumerGroupSpec | None:
+    if record is None:
+        return None
+    try:
+        return parse_spec(dict(record.spec))
+    except SpecError:
+        return None

@@ -27,6 +27,7 @@ from vigil_core.kafka.model import MemberView
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_operator.domain.reconcile import GroupFacts, Unreachable
+from vigil_operator.generation_feed import GenerationFeed
 
 log = logging.getLogger(__name__)
 LIMITS_TTL = 600.0
@@ -62,6 +63,8 @@ class _Cluster:
     """KIP-848 groups whose own timings could not be read (logged once each)."""
     gathering: "_Gathering | None" = None
     """The groups asked for since the last census round began, waiting for the next one."""
+    generations: GenerationFeed | None = None
+    """Classic groups' generations from `__consumer_offsets`, read from the first time one is asked for."""
 
 
 @dataclass
@@ -248,6 +251,14 @@ class Brokers:
 
         await asyncio.get_running_loop().run_in_executor(cluster.worker, call)
 
+    def generation(self, connection: KafkaConnection, group_id: str) -> int | None:
+        """A classic group's generation as `__consumer_offsets` says it (generation_feed: its reader starts at the
+        first ask); None while unknown."""
+        cluster = self._cluster(connection)
+        if cluster.generations is None:
+            cluster.generations = GenerationFeed(connection)
+        return cluster.generations.generation(group_id)
+
     def requests(self) -> int:
         return sum(c.requests for c in self._clusters.values())
 
@@ -301,6 +312,8 @@ class Brokers:
 
     def close(self) -> None:
         for cluster in self._clusters.values():
+            if cluster.generations is not None:
+                cluster.generations.stop()
             if cluster.client is not None:
                 cluster.worker.submit(cluster.client.close)
             cluster.worker.shutdown(wait=True, cancel_futures=True)

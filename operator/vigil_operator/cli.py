@@ -60,5 +60,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         liveness_endpoint=args.liveness or None,
         clusterwide=not args.watch_namespace,
         namespaces=args.watch_namespace,
+        memo=kopf.Memo(watched=tuple(args.watch_namespace)),  # the catalog's startup list: the same namespaces
     )
     return 0

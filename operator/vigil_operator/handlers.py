@@ -1,9 +1,10 @@
 """The kopf layer: thin handlers over `runtime` (one resync) and `resyncs` (the loops); the webhooks are in
 `admission`.
 
-Registered when `vigil operator` imports this module. kopf indexes keep what the handlers need in memory —
-every ConsumerGroup (claims, the webhook's lookup), the pods naming a group, the nodes' kubelet versions — so
-a resync makes no list call and the webhook none at all.
+Registered when `vigil operator` imports this module. What the handlers need is kept in memory, so a resync makes no
+list call and the webhook none at all: the ConsumerGroups in the operator's catalog (vigil_operator.catalog: claims,
+the webhook's lookup), fed by kopf's events on them — not a kopf index, which at 10,000 of them holds the operator
+back for minutes at startup — and the pods naming a group and the nodes' kubelet versions in kopf indexes.
 
 The resyncs run in one loop per Kafka cluster (vigil_operator.resyncs), started with the operator and run while this
 replica leads: no kopf daemon or timer per ConsumerGroup, so kopf puts no finalizer on them (and takes off the one
@@ -11,11 +12,10 @@ replica leads: no kopf daemon or timer per ConsumerGroup, so kopf puts no finali
 """
 
 import asyncio
-import copy
 import functools
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,9 +25,10 @@ import kopf
 from vigil_core.crd import API_GROUP, PLURAL, VERSION
 from vigil_operator import settings as operator_settings
 from vigil_operator import webhook_server
-from vigil_operator.domain import claims, injection, pods
+from vigil_operator.catalog import Catalog, Record
+from vigil_operator.domain import injection, pods
 from vigil_operator.domain.reconcile import PodFacts
-from vigil_operator.k8s.api import KubeApi
+from vigil_operator.k8s.api import KubeApi, KubeError
 from vigil_operator.resyncs import Always, Resyncs
 from vigil_operator.runtime import Key, Runtime, StopFlag, SyncStoppedError, stopping
 from vigil_operator.shells.leadership import Leadership
@@ -38,27 +39,19 @@ SETTINGS = operator_settings.configured(os.environ)
 CR = (API_GROUP, VERSION, PLURAL)
 EXIT_WAIT = 5.0
 """Seconds the exiting operator waits for its resyncs to give way (each at its next step)."""
+SETTLE = 120.0
+"""Seconds after startup when the ConsumerGroups listed then but never shown by kopf are forgotten (catalog)."""
 RECENT_END = timedelta(seconds=60)
 """A pod event within this of an app container's end resyncs its group (the end may still be a departure)."""
 
 
-@dataclass(frozen=True)
-class Record:
-    """What the index keeps of a ConsumerGroup."""
-
-    claim: claims.Claim
-    spec: Mapping[str, Any]
-    body: Mapping[str, Any]
-    """The whole object as last seen: a pod's event resyncs the group with it (no read)."""
-
-
 @dataclass
 class Indexes:
-    """kopf's indexes, handed over by the first event handler: kopf calls event handlers once they are filled."""
+    """What the resyncs read: the ConsumerGroups (the catalog), and kopf's index of their pods, handed over by the
+    first event handler (kopf calls event handlers once its indexes are filled)."""
 
-    consumergroups: "kopf.Index[Key, Record] | None" = None
+    catalog: Catalog
     group_pods: "kopf.Index[Key, PodFacts] | None" = None
-    group_claims: "kopf.Index[str, claims.Claim] | None" = None
 
 
 @kopf.on.startup()
@@ -81,7 +74,13 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     runtime = memo["runtime"] = Runtime(SETTINGS, KubeApi.connect())
     if SETTINGS.metrics_port:
         memo["metrics_server"] = runtime.metrics.serve(SETTINGS.metrics_bind, SETTINGS.metrics_port)
-    indexes = memo["indexes"] = Indexes()
+    catalog = memo["catalog"] = Catalog()
+    try:
+        catalog.fill(await runtime.kube.consumergroups(tuple(memo.get("watched") or ())))
+    except KubeError as exc:
+        raise kopf.TemporaryError(f"listing the ConsumerGroups: {exc}", delay=10) from None
+    asyncio.get_running_loop().call_later(SETTLE, _settle, catalog)
+    indexes = memo["indexes"] = Indexes(catalog)
     resyncs: Resyncs[Key, Record] = Resyncs(
         functools.partial(_resync, runtime, indexes), _cluster_of,
         lambda key, record: runtime.release(key, _uid(record)), interval=SETTINGS.resync_seconds,
@@ -132,35 +131,6 @@ def _leader(runtime: Runtime) -> Leadership | Always:
 # -- indexes ---------------------------------------------------------------------------------------------------
 
 
-@kopf.index(*CR)
-def consumergroups(
-    *,
-    namespace: str | None,
-    name: str,
-    spec: kopf.Spec,
-    status: kopf.Status,
-    meta: kopf.Meta,
-    body: kopf.Body,
-    **_: Any,
-) -> dict[tuple[str, str], Record]:
-    namespace = namespace or ""
-    claim = _claim(namespace, name, spec, status, meta)
-    return {(namespace, name): Record(claim, dict(spec), copy.deepcopy(dict(body)))}
-
-
-@kopf.index(*CR)
-def group_claims(*, namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-                 **_: Any) -> dict[str, claims.Claim]:  # fmt: skip
-    """The ConsumerGroups' claims by Kafka group id: a resync reads the claims on its own group only."""
-    claim = _claim(namespace or "", name, spec, status, meta)
-    return {claim.group_id: claim}
-
-
-def _claim(namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta) -> claims.Claim:
-    created = str(meta.get("creationTimestamp") or "")
-    return claims.Claim(created, namespace, name, str(status.get("clusterId") or ""), str(spec.get("groupId") or ""))
-
-
 @kopf.index("pods", annotations={injection.GROUP_ANNOTATION: kopf.PRESENT})
 def group_pods(
     *, namespace: str | None, annotations: Mapping[str, str], body: kopf.Body, **_: Any
@@ -178,13 +148,18 @@ def kubelets(*, status: kopf.Status, **_: Any) -> dict[str, str]:
 
 @kopf.on.event(*CR)
 async def consumergroup_event(
-    *, type: str | None, namespace: str | None, name: str, meta: kopf.Meta, memo: Any, **kwargs: Any
+    *, type: str | None, namespace: str | None, name: str, meta: kopf.Meta, body: kopf.Body, memo: Any, **kwargs: Any
 ) -> None:  # fmt: skip
     """A ConsumerGroup's event: its deletion ends its resyncs; a new one, or a spec change (a new generation), asks
     for one now (a loop with nothing due sleeps until asked).
     kopf calls event handlers once its indexes are filled: the loops read the groups from them from now on."""
-    resyncs = _loops(memo, kwargs)
+    catalog: Catalog = memo["catalog"]
     key = (namespace or "", name)
+    if type == "DELETED":
+        catalog.drop(key)
+    else:
+        catalog.put(body)
+    resyncs = _loops(memo, kwargs)
     if type == "DELETED":
         resyncs.deleted(key)
         return
@@ -203,8 +178,7 @@ async def pod_changed(
     replacement becoming Ready ends a step)."""
     resyncs = _loops(memo, kwargs)
     key = (namespace or "", annotations[injection.GROUP_ANNOTATION])
-    consumergroups: kopf.Index[tuple[str, str], Record] = kwargs["consumergroups"]
-    record = next(iter(consumergroups.get(key, [])), None)
+    record = memo["catalog"].get(key)
     rolling = record is not None and ((record.body.get("status") or {}).get("rollout") or {}).get("phase") == "Rolling"
     if record is None or not (rolling or _may_have_departed(type, pods.pod_facts(body), datetime.now(UTC))):
         return
@@ -215,11 +189,9 @@ def _loops(memo: Any, kwargs: Mapping[str, Any]) -> "Resyncs[Key, Record]":
     """The resync loops, handed kopf's filled indexes (from the first event handler on: idempotent)."""
     resyncs: Resyncs[Key, Record] = memo["resyncs"]
     indexes: Indexes = memo["indexes"]
-    if indexes.consumergroups is None:
-        indexes.consumergroups, indexes.group_pods = kwargs["consumergroups"], kwargs["group_pods"]
-        indexes.group_claims = kwargs["group_claims"]
-        found = indexes.consumergroups
-        resyncs.indexed(lambda: {key: record for key, store in found.items() for record in store})
+    if indexes.group_pods is None:
+        indexes.group_pods = kwargs["group_pods"]
+        resyncs.indexed(indexes.catalog.records)
     return resyncs
 
 
@@ -239,15 +211,18 @@ async def _resync(runtime: Runtime, indexes: "Indexes", key: Key, record: Record
     body = record.body
     runtime.resynced(key, int(body.get("metadata", {}).get("generation") or 0))
     mine: list[PodFacts] = list(indexes.group_pods.get(key, [])) if indexes.group_pods is not None else []
-    claimed: Iterable[claims.Claim] = ()
-    if indexes.group_claims is not None:
-        claimed = indexes.group_claims.get(record.claim.group_id, [])
-    others = [c for c in claimed if (c.namespace, c.name) != key]
+    others = [c for c in indexes.catalog.claims(record.claim.group_id) if (c.namespace, c.name) != key]
 
     try:
         await runtime.sync(body, mine, others, runtime.notices.poster(body), stop)
     except SyncStoppedError as exc:
         log.info("resync of %s/%s stopped %s: %s", *key, exc, stopping(stop))
+
+
+def _settle(catalog: Catalog) -> None:
+    gone = catalog.settle()
+    if gone:
+        log.info("%d ConsumerGroups listed at startup were deleted before kopf listed them: forgotten", gone)
 
 
 def _cluster_of(record: Record) -> str:

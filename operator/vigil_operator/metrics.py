@@ -74,8 +74,8 @@ class OperatorMetrics:
         )  # fmt: skip
         self.group_rebalances = Counter(
             "vigil_operator_consumergroup_rebalances",
-            "Rebalances of the group, counted from its generation (classic) or group epoch (KIP-848) delta between"
-            " two resyncs", GROUP_LABELS, registry=self.registry,
+            "Rebalances of the group, counted from its group epoch (KIP-848) or generation (classic, as"
+            " __consumer_offsets says it) delta between two resyncs", GROUP_LABELS, registry=self.registry,
         )  # fmt: skip
         self.group_resynced = Gauge(
             "vigil_operator_consumergroup_last_resync_timestamp_seconds", "Unix time of the group's last resync",

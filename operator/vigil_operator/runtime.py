@@ -119,8 +119,11 @@ class Runtime:
         self.metrics.resyncs.inc()
         return status
 
-    def _read(self, key: Key, group_id: str, status: ConsumerGroupStatus, facts: GroupFacts | Unreachable) -> None:
-        """The group's readings on `/metrics` (domain.readings): state, members, lag, rebalances, the resync's time."""
+    def _read(self, key: Key, group_id: str, status: ConsumerGroupStatus, facts: GroupFacts | Unreachable,
+              connection: KafkaConnection | None) -> None:  # fmt: skip
+        """The group's readings on `/metrics` (domain.readings): state, members, lag, rebalances (from the group epoch
+        a KIP-848 group is described with, or a classic group's generation in `__consumer_offsets`), the resync's
+        time."""
         labels: GroupLabels = (*key, group_id)
         old_labels, last = self._readings.get(key, (labels, None))
         if old_labels != labels and last is not None:  # the spec names another Kafka group now
@@ -132,12 +135,20 @@ class Runtime:
             state=model.by_name(GroupState, status.state or "", GroupState.UNKNOWN),
             members=status.member_count,
             lag=reconcile.lag(facts) if isinstance(facts, GroupFacts) else None,
-            generation=facts.generation if isinstance(facts, GroupFacts) else None,
+            generation=self._generation(group_id, facts, connection),
             now=time.time(),
         )
         self.metrics.move_state(last.state if last is not None else None, now.state)
         self.metrics.read_group(labels, last, now, rebalances)
         self._readings[key] = (labels, now)
+
+    def _generation(self, group_id: str, facts: GroupFacts | Unreachable, connection: KafkaConnection | None
+                    ) -> int | None:  # fmt: skip
+        if not isinstance(facts, GroupFacts) or connection is None:
+            return None
+        if facts.generation is not None:  # a KIP-848 group's epoch
+            return facts.generation
+        return self.brokers.generation(connection, group_id)
 
     async def _sync(
         self, body: Mapping[str, Any], pods: list[PodFacts], others: list[claims.Claim], post: Post,
@@ -206,7 +217,7 @@ class Runtime:
             self.departures.remember(str(meta["uid"]), status.members, now)
         step(stop, "before writing the status")
         await self._write(body, status)
-        self._read((namespace, name), spec.group_id, status, facts)
+        self._read((namespace, name), spec.group_id, status, facts, connection)
         for notice in notices:  # they tell what this status changed: they go with it
             post(notice)
         if (reason := stopping(stop)) is not None:

@@ -29,6 +29,10 @@ MAX_EVENT_MESSAGE: Final = 1024
 MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "vigil-operator"}
 
 
+LIST_PAGE: Final = 500
+"""Objects per page of a list call (the apiserver's own default page for kubectl)."""
+
+
 class KubeError(Exception):
     """An API call failed: one line naming the object and the server's reason."""
 
@@ -140,6 +144,30 @@ class KubeApi:
         if key not in data:
             raise KubeError(f"Secret {namespace}/{name} has no key {key!r} (keys: {', '.join(sorted(data)) or 'none'})")
         return base64.b64decode(data[key])
+
+    async def consumergroups(self, namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
+        """Every ConsumerGroup in `namespaces` (none: in every namespace), listed LIST_PAGE at a time."""
+        found: list[dict[str, Any]] = []
+        for namespace in namespaces or (None,):
+            token: str | None = None
+            while True:
+                page = _json((await self._call(
+                    f"ConsumerGroups in {namespace or 'every namespace'}",
+                    lambda ns=namespace, t=token: self._list_consumergroups(ns, t),
+                )).data)  # fmt: skip
+                found.extend(page.get("items") or [])
+                token = (page.get("metadata") or {}).get("continue") or None
+                if token is None:
+                    break
+        return found
+
+    def _list_consumergroups(self, namespace: str | None, token: str | None) -> Any:
+        paging: dict[str, Any] = {"limit": LIST_PAGE, "_preload_content": False}
+        if token:
+            paging["_continue"] = token
+        if namespace is None:
+            return self._custom.list_cluster_custom_object(API_GROUP, VERSION, PLURAL, **paging)
+        return self._custom.list_namespaced_custom_object(API_GROUP, VERSION, namespace, PLURAL, **paging)
 
     async def node(self, name: str) -> dict[str, Any] | None:
         """A Node object (cluster-scoped: `get` on nodes); None when it does not exist."""

@@ -1,6 +1,7 @@
 """The pure `__consumer_offsets` decoder: hand-checked byte vectors, round trips through a test-only encoder
 written from Kafka's message JSON schemas, truncation at every offset and garbage input (never raises)."""
 
+import dataclasses
 import json
 import struct
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vigil_core.consumer_offsets import records as rec
+from vigil_core.consumer_offsets.generations import Generations
 from vigil_core.consumer_offsets.wire import DecodeError, Reader
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "consumer_offsets"
@@ -583,3 +585,67 @@ def test_fast_key_path_equals_reader(key: rec.OffsetCommitKey, tail: bytes, cut:
     raw = encode_key(key)
     for b in (raw, raw + tail, raw[: len(raw) - cut], raw[:2] + b"\xff\xff" + raw[4:]):
         assert rec.decode_key(b) == rec._decode_key(b)  # noqa: SLF001
+
+
+# -- classic groups' generations, as the operator reads them (vigil_core.consumer_offsets.generations) ----------
+
+
+def _metadata(group: str, generation: int | None) -> tuple[bytes, bytes | None]:
+    value = None if generation is None else encode_value(dataclasses.replace(_gm(3), generation=generation))
+    return encode_key(rec.GroupMetadataKey(group)), value
+
+
+GENERATION_RECORDS = [
+    # (case, records, group, expected generation)
+    ("a group's metadata gives its generation", [_metadata("g", 4)], "g", 4),
+    ("the last record wins (compaction keeps it)", [_metadata("g", 4), _metadata("g", 7)], "g", 7),
+    ("a tombstone deletes the group", [_metadata("g", 4), _metadata("g", None)], "g", None),
+    ("made again after its deletion", [_metadata("g", 9), _metadata("g", None), _metadata("g", 1)], "g", 1),
+    ("offset commits say nothing of it",
+     [(encode_key(rec.OffsetCommitKey("g", "t", 0, 1)), encode_value(rec.OffsetCommitValue(3, 5, "", 1)))], "g",
+     None),
+    ("a KIP-848 group's epoch record is not a classic generation",
+     [(encode_key(rec.ConsumerGroupMetadataKey("g")), encode_value(rec.ConsumerGroupMetadataValue(0, 4, 99)))], "g",
+     None),
+    ("another group's record", [_metadata("other", 3)], "g", None),
+    ("bytes that do not decode are skipped", [(b"\x00\x02\x00", b"\x00")], "g", None),
+    ("a null key is skipped", [(None, b"x")], "g", None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "records", "group", "expected"), GENERATION_RECORDS,
+                         ids=[c[0] for c in GENERATION_RECORDS])  # fmt: skip
+def test_a_classic_groups_generation_is_its_last_metadata_record(
+    case: str, records: list[tuple[bytes | None, bytes | None]], group: str, expected: int | None
+) -> None:
+    read = Generations()
+    read.begin(1)
+    for key, value in records:
+        read.read(key, value)
+    read.reached_end(0)
+    assert read.generation(group) == expected
+
+
+def test_no_generation_until_every_partition_was_read_to_its_end() -> None:
+    read = Generations()
+    key, value = _metadata("g", 4)
+    read.read(key, value)
+    assert read.generation("g") is None  # the number of partitions is not known yet
+    read.begin(3)
+    read.reached_end(0)
+    read.reached_end(2)
+    assert read.generation("g") is None  # partition 1 may hold a later record of it
+    read.reached_end(1)
+    assert read.generation("g") == 4
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.none() | st.integers(0, 2**31 - 1)), max_size=20))
+def test_the_generation_is_the_last_record_written_for_the_group(writes: list[tuple[str, int | None]]) -> None:
+    read = Generations()
+    read.begin(1)
+    for group, generation in writes:
+        read.read(*_metadata(group, generation))
+    read.reached_end(0)
+    for group in ("a", "b"):
+        last = [g for name, g in writes if name == group]
+        assert read.generation(group) == (last[-1] if last else None)
