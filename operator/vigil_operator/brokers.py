@@ -251,13 +251,16 @@ class Brokers:
 
         await asyncio.get_running_loop().run_in_executor(cluster.worker, call)
 
-    def generation(self, connection: KafkaConnection, group_id: str) -> int | None:
-        """A classic group's generation as `__consumer_offsets` says it (generation_feed: its reader starts at the
-        first ask); None while unknown."""
+    def generation(self, connection: KafkaConnection, facts: GroupFacts) -> int | None:
+        """The observed group's generation: the group epoch it was described with (KIP-848), else its classic
+        generation as `__consumer_offsets` says it (generation_feed: the cluster's reader starts at the first ask);
+        None while unknown."""
+        if facts.generation is not None:
+            return facts.generation
         cluster = self._cluster(connection)
         if cluster.generations is None:
             cluster.generations = GenerationFeed(connection)
-        return cluster.generations.generation(group_id)
+        return cluster.generations.generation(facts.view.group_id)
 
     def requests(self) -> int:
         return sum(c.requests for c in self._clusters.values())

@@ -135,20 +135,14 @@ class Runtime:
             state=model.by_name(GroupState, status.state or "", GroupState.UNKNOWN),
             members=status.member_count,
             lag=reconcile.lag(facts) if isinstance(facts, GroupFacts) else None,
-            generation=self._generation(group_id, facts, connection),
+            generation=self.brokers.generation(connection, facts)
+            if isinstance(facts, GroupFacts) and connection is not None
+            else None,
             now=time.time(),
         )
         self.metrics.move_state(last.state if last is not None else None, now.state)
         self.metrics.read_group(labels, last, now, rebalances)
         self._readings[key] = (labels, now)
-
-    def _generation(self, group_id: str, facts: GroupFacts | Unreachable, connection: KafkaConnection | None
-                    ) -> int | None:  # fmt: skip
-        if not isinstance(facts, GroupFacts) or connection is None:
-            return None
-        if facts.generation is not None:  # a KIP-848 group's epoch
-            return facts.generation
-        return self.brokers.generation(connection, group_id)
 
     async def _sync(
         self, body: Mapping[str, Any], pods: list[PodFacts], others: list[claims.Claim], post: Post,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from vigil_core.kafka import cgmd
 from vigil_core.kafka.group_client import GroupClient
 from vigil_core.kafka.model import GroupState, GroupType
 from vigil_core.kafka.outcomes import Reaction
@@ -281,6 +282,17 @@ def test_the_groups_a_round_asks_for_at_once_share_one_census_round(kafka: Kafka
         member.close()
 
 
+def _read_group(brokers: Brokers, conn: KafkaConnection, metrics: OperatorMetrics, labels: tuple[str, str, str],
+                last: readings.Readings | None, *, kip848: bool) -> readings.Readings:  # fmt: skip
+    """One resync's readings of the group `labels` names, on `/metrics` as the runtime puts them."""
+    facts = asyncio.run(brokers.observe(conn, labels[2], kip848=kip848))
+    assert isinstance(facts, GroupFacts), facts
+    now, counted = readings.next_readings(last, state=facts.view.state, members=len(facts.view.members), lag=None,
+                                          generation=brokers.generation(conn, facts), now=time.time())  # fmt: skip
+    metrics.read_group(labels, last, now, counted)
+    return now
+
+
 def test_five_rebalances_between_two_resyncs_count_five(kafka: KafkaCluster, brokers: Brokers) -> None:
     """The per-group rebalance count (issue #22 point 5) of a KIP-848 group: five membership changes (three joins,
     two graceful leaves, each seen by the coordinator before the next) between two resyncs raise the group's
@@ -293,12 +305,7 @@ def test_five_rebalances_between_two_resyncs_count_five(kafka: KafkaCluster, bro
     metrics = OperatorMetrics()
 
     def resync(last: readings.Readings | None) -> readings.Readings:
-        facts = asyncio.run(brokers.observe(conn, group, kip848=True))
-        assert isinstance(facts, GroupFacts)
-        now, counted = readings.next_readings(last, state=facts.view.state, members=len(facts.view.members),
-                                              lag=None, generation=facts.generation, now=time.time())  # fmt: skip
-        metrics.read_group(labels, last, now, counted)
-        return now
+        return _read_group(brokers, conn, metrics, labels, last, kip848=True)
 
     def members() -> int:
         facts = asyncio.run(brokers.observe(conn, group, kip848=True))
@@ -319,6 +326,64 @@ def test_five_rebalances_between_two_resyncs_count_five(kafka: KafkaCluster, bro
         for member in others[:2]:  # two graceful leaves
             member.close()
         wait_for(members, lambda n: n == 2, timeout=30, what=f"{group}: two members left")
+        resync(last)
+        assert sample(counter, where) == 5
+    finally:
+        for member in [first, *others]:
+            member.close()
+
+
+def test_five_classic_rebalances_between_two_resyncs_count_five(kafka: KafkaCluster, brokers: Brokers) -> None:
+    """The same count for a classic group, whose DescribeGroups carries no generation: the operator reads it from
+    `__consumer_offsets` (generation_feed). Three joins and two graceful leaves, each a completed rebalance before the
+    next, raise the counter by exactly five between two resyncs — and the members' own generation (librdkafka's group
+    metadata) moved by as much."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("op-classic-rebalances"), partitions=4)
+    group = clients.unique("g-op-classic-rebalances")
+    labels = ("shop", "orders", group)
+    metrics = OperatorMetrics()
+    sample = metrics.registry.get_sample_value
+    counter = "vigil_operator_consumergroup_rebalances_total"
+    where = {"namespace": "shop", "consumergroup": "orders", "group": group}
+
+    def observe() -> GroupFacts:
+        facts = asyncio.run(brokers.observe(conn, group))
+        assert isinstance(facts, GroupFacts), facts
+        return facts
+
+    def resync(last: readings.Readings | None) -> readings.Readings:
+        return _read_group(brokers, conn, metrics, labels, last, kip848=False)
+
+    def stable_with(n: int) -> None:
+        wait_for(observe, lambda f: f.view.state is GroupState.STABLE and len(f.view.members) == n, timeout=60,
+                 what=f"{group} Stable with {n} members")  # fmt: skip
+
+    def members_generation() -> int:
+        found = cgmd.parse(first.group_metadata or b"")
+        return found.generation if found is not None else -1
+
+    def fed_up_to_the_members() -> None:
+        wait_for(lambda: (members_generation(), brokers.generation(conn, observe())),
+                 lambda pair: pair[0] > 0 and pair[0] == pair[1], timeout=60,
+                 what=f"{group}: __consumer_offsets read up to the members' generation")  # fmt: skip
+
+    first = clients.Member(conn, group, [topic], "m0").start()
+    others: list[clients.Member] = []
+    try:
+        stable_with(1)
+        fed_up_to_the_members()
+        before = members_generation()
+        last = resync(None)  # the baseline: nothing counted
+        assert sample(counter, where) == 0
+        for i in range(1, 4):  # three joins
+            others.append(clients.Member(conn, group, [topic], f"m{i}").start())
+            stable_with(1 + i)
+        for n, member in zip((3, 2), others[:2], strict=True):  # two graceful leaves
+            member.close()
+            stable_with(n)
+        fed_up_to_the_members()
+        assert members_generation() - before == 5
         resync(last)
         assert sample(counter, where) == 5
     finally:
