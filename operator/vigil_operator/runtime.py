@@ -149,12 +149,12 @@ class Runtime:
         stop: StopFlag | None,
     ) -> ConsumerGroupStatus:  # fmt: skip
         namespace = body["metadata"]["namespace"]
-        previous = _previous(body)
+        stored = _stored(body)
         try:
             spec = parse_spec(dict(body.get("spec") or {}))
         except SpecError as exc:
             step(stop, "before it acted")
-            return await self._invalid(body, previous, str(exc), now=datetime.now(UTC), post=post)
+            return await self._invalid(body, stored, str(exc), now=datetime.now(UTC), post=post)
         try:
             async with self._turn(stop):
                 secrets = self.settings.state_dir / "secrets"
@@ -168,7 +168,7 @@ class Runtime:
         except (ValueError, ValidationError) as exc:
             connection, facts = None, Unreachable("InvalidKafkaSettings", _one_line(exc))
         async with self._turn(stop):
-            return await self._act(body, spec, previous, connection=connection, facts=facts, pods=pods,
+            return await self._act(body, spec, stored, connection=connection, facts=facts, pods=pods,
                                    others=others, post=post, stop=stop)  # fmt: skip
 
     @contextlib.asynccontextmanager
@@ -182,7 +182,7 @@ class Runtime:
             self._turns.release()
 
     async def _act(
-        self, body: Mapping[str, Any], spec: ConsumerGroupSpec, previous: ConsumerGroupStatus, *,
+        self, body: Mapping[str, Any], spec: ConsumerGroupSpec, stored: "Stored", *,
         connection: KafkaConnection | None, facts: GroupFacts | Unreachable, pods: list[PodFacts],
         others: list[claims.Claim], post: Post, stop: StopFlag | None,
     ) -> ConsumerGroupStatus:  # fmt: skip
@@ -203,14 +203,14 @@ class Runtime:
         workload, problem = await self.rollout.workload(namespace, spec)
         config_problem = None if problem is None else (problem.reason, problem.message)
         observation = Observation(generation, spec, facts, pods, stalls, owner, config_problem)
-        status, notices = reconcile.reconcile(previous, observation, now)
+        status, notices = reconcile.reconcile(stored.status, observation, now)
         if owner is None and isinstance(facts, GroupFacts) and connection is not None:
             status = await self.rollout.roll(body, spec, status, workload, facts=facts, pods=pods,
                                              connection=connection, now=now, post=post, stop=stop)  # fmt: skip
         if isinstance(facts, GroupFacts):
             self.departures.remember(str(meta["uid"]), status.members, now)
         step(stop, "before writing the status")
-        await self._write(body, status)
+        await self._write(body, status, stored)
         self._read((namespace, name), spec.group_id, status, facts, connection)
         for notice in notices:  # they tell what this status changed: they go with it
             post(notice)
@@ -223,23 +223,24 @@ class Runtime:
         return status
 
     async def _invalid(
-        self, body: Mapping[str, Any], previous: ConsumerGroupStatus, problem: str, *, now: datetime, post: Post
+        self, body: Mapping[str, Any], stored: "Stored", problem: str, *, now: datetime, post: Post
     ) -> ConsumerGroupStatus:
         generation = int(body["metadata"].get("generation") or 0)
+        previous = stored.status
         cs = previous.conditions
         for kind in (ConditionType.CONFIG_VALID, ConditionType.READY):
             cs = conditions.with_condition(cs, kind, "False", "InvalidSpec", problem, generation=generation, now=now)
         status = previous.model_copy(update={"observed_generation": generation, "conditions": cs})
-        await self._write(body, status)
+        await self._write(body, status, stored)
         if conditions.find(previous.conditions, ConditionType.CONFIG_VALID) != conditions.find(
             cs, ConditionType.CONFIG_VALID
         ):
             post(Notice("Warning", "InvalidSpec", problem))
         return status
 
-    async def _write(self, body: Mapping[str, Any], status: ConsumerGroupStatus) -> None:
+    async def _write(self, body: Mapping[str, Any], status: ConsumerGroupStatus, stored: "Stored") -> None:
         """Apply the status, unless it is what the CR holds already: a resync that found nothing new writes nothing."""
-        if _holds(body, status):
+        if stored.exact and stored.status == status:
             return
         meta = body["metadata"]
         try:
@@ -258,25 +259,26 @@ class Runtime:
         self.brokers.close()
 
 
-def _previous(body: Mapping[str, Any]) -> ConsumerGroupStatus:
-    """The status this operator wrote last (the report's part and anything unknown left out)."""
-    raw = {k: v for k, v in (body.get("status") or {}).items() if k in _OWN_ALIASES}
-    try:
-        return ConsumerGroupStatus.model_validate(raw)
-    except ValidationError:
-        return ConsumerGroupStatus()
+@dataclass(frozen=True)
+class Stored:
+    """The status this operator wrote last, as the CR holds it."""
+
+    status: ConsumerGroupStatus
+    """Parsed from the fields the operator owns (the report's part and anything unknown left out); the defaults
+    when it does not parse."""
+    exact: bool
+    """The CR holds exactly `status` — nothing the operator does not write any more (e.g. 0.2.0's `lag`,
+    `lastSyncTime`), nothing unparsable — so a resync that computes the same status need not write: compared as
+    parsed, since the apiserver fills the schema's defaults in."""
 
 
-def _holds(body: Mapping[str, Any], status: ConsumerGroupStatus) -> bool:
-    """The CR holds `status` already. Compared as parsed (the apiserver fills the schema's defaults in); a field of
-    an older release (e.g. `lag`, `lastSyncTime`) makes it differ, so the next write drops it (server-side apply)."""
+def _stored(body: Mapping[str, Any]) -> Stored:
     stored = {k: v for k, v in (body.get("status") or {}).items() if k != "report"}
-    if not set(stored) <= _OWN_ALIASES:
-        return False
+    own = {k: v for k, v in stored.items() if k in _OWN_ALIASES}
     try:
-        return ConsumerGroupStatus.model_validate(stored) == status
+        return Stored(ConsumerGroupStatus.model_validate(own), exact=len(own) == len(stored))
     except ValidationError:
-        return False
+        return Stored(ConsumerGroupStatus(), exact=False)
 
 
 _OWN_ALIASES = frozenset(f.alias or n for n, f in ConsumerGroupStatus.model_fields.items()) - {"report"}
