@@ -78,6 +78,11 @@ class Catalog:
             self.drop(key)
         return len(gone)
 
+    @property
+    def settled(self) -> bool:
+        """Every ConsumerGroup listed at startup was shown by kopf (or forgotten by `settle`)."""
+        return not self._listed
+
     def get(self, key: Key) -> Record | None:
         """The ConsumerGroup as kopf's events last showed it."""
         return self._records.get(key)

@@ -39,7 +39,7 @@ SETTINGS = operator_settings.configured(os.environ)
 CR = (API_GROUP, VERSION, PLURAL)
 EXIT_WAIT = 5.0
 """Seconds the exiting operator waits for its resyncs to give way (each at its next step)."""
-SETTLE = 120.0
+SETTLE = 60.0
 """Seconds after startup when the ConsumerGroups listed then but never shown by kopf are forgotten (catalog)."""
 RECENT_END = timedelta(seconds=60)
 """A pod event within this of an app container's end resyncs its group (the end may still be a departure)."""
@@ -79,13 +79,13 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         catalog.fill(await runtime.kube.consumergroups(tuple(memo.get("watched") or ())))
     except KubeError as exc:
         raise kopf.TemporaryError(f"listing the ConsumerGroups: {exc}", delay=10) from None
-    asyncio.get_running_loop().call_later(SETTLE, _settle, catalog)
     indexes = memo["indexes"] = Indexes(catalog)
     resyncs: Resyncs[Key, Record] = Resyncs(
         functools.partial(_resync, runtime, indexes), _cluster_of,
         lambda key, record: runtime.release(key, _uid(record)), interval=SETTINGS.resync_seconds,
     )  # fmt: skip
     memo["resyncs"] = resyncs
+    asyncio.get_running_loop().call_later(SETTLE, _settle, resyncs, indexes)
     leader = memo["leader"] = _leader(runtime)
     if isinstance(leader, Leadership):
         memo["election"] = asyncio.create_task(leader.run())
@@ -186,13 +186,19 @@ async def pod_changed(
 
 
 def _loops(memo: Any, kwargs: Mapping[str, Any]) -> "Resyncs[Key, Record]":
-    """The resync loops, handed kopf's filled indexes (from the first event handler on: idempotent)."""
+    """The resync loops, handed kopf's filled index of pods by the first event handler, and the catalog once kopf has
+    shown every ConsumerGroup listed at startup (or `_settle` forgot the rest): the first round takes them all."""
     resyncs: Resyncs[Key, Record] = memo["resyncs"]
     indexes: Indexes = memo["indexes"]
     if indexes.group_pods is None:
         indexes.group_pods = kwargs["group_pods"]
-        resyncs.indexed(indexes.catalog.records)
+    _hand_over(resyncs, indexes)
     return resyncs
+
+
+def _hand_over(resyncs: "Resyncs[Key, Record]", indexes: Indexes) -> None:
+    if indexes.group_pods is not None and indexes.catalog.settled:
+        resyncs.indexed(indexes.catalog.records)
 
 
 def _may_have_departed(event: str | None, pod: PodFacts, now: datetime) -> bool:
@@ -219,10 +225,11 @@ async def _resync(runtime: Runtime, indexes: "Indexes", key: Key, record: Record
         log.info("resync of %s/%s stopped %s: %s", *key, exc, stopping(stop))
 
 
-def _settle(catalog: Catalog) -> None:
-    gone = catalog.settle()
+def _settle(resyncs: "Resyncs[Key, Record]", indexes: Indexes) -> None:
+    gone = indexes.catalog.settle()
     if gone:
         log.info("%d ConsumerGroups listed at startup were deleted before kopf listed them: forgotten", gone)
+    _hand_over(resyncs, indexes)
 
 
 def _cluster_of(record: Record) -> str:

@@ -20,6 +20,9 @@ from vigil_operator.shells.base import StopFlag
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 R = TypeVar("R")
+PLAN_QUIET = 0.1
+"""Seconds the loop waits after being woken before it plans: a burst of events (kopf's listing of thousands of
+ConsumerGroups, a rollout's pod events) is planned once, not once per event (a plan reads every group)."""
 EXITING = "operator exiting"
 DELETED = "resource deleted"
 
@@ -158,6 +161,8 @@ class Resyncs(Generic[K, R]):
                 self._rounds[cluster] = task
                 task.add_done_callback(functools.partial(self._round_ended, cluster))
             await first_of(self._wake.wait(), term.wait(), timeout=plan.wake_in)
+            if self._wake.is_set():
+                await first_of(term.wait(), timeout=PLAN_QUIET)
 
     def _cluster(self, key: K, record: R) -> str:
         known = self._clusters.get(key)

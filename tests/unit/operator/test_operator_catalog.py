@@ -24,6 +24,7 @@ def test_listed_groups_claim_at_once_but_are_resynced_only_once_kopf_shows_them(
     assert sorted(c.name for c in catalog.claims("orders")) == ["new", "old"]
     assert catalog.lookup(("ns", "old")) is not None  # the webhook knows it from the start
     assert catalog.get(("ns", "old")) is None
+    assert not catalog.settled  # the loops wait: their first round must see every group
     catalog.put(body("new", "orders"))
     assert list(catalog.records()) == [("ns", "new")]
     assert sorted(c.name for c in catalog.claims("orders")) == ["new", "old"]  # the older claim still counts
@@ -33,7 +34,9 @@ def test_settle_forgets_what_kopf_never_showed_and_keeps_what_it_did() -> None:
     catalog = Catalog()
     catalog.fill([body("gone", "a"), body("kept", "b")])
     catalog.put(body("kept", "b"))
+    assert not catalog.settled
     assert catalog.settle() == 1
+    assert catalog.settled
     assert catalog.claims("a") == []
     assert catalog.lookup(("ns", "gone")) is None
     assert [c.name for c in catalog.claims("b")] == ["kept"]
