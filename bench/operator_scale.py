@@ -294,12 +294,12 @@ class Watch:
         firsts = [u[k][0] for u in self.updates.values() if len(u) > k]
         return min(firsts) if firsts else None
 
-    def first_round_after(self, moment: float) -> int | None:
-        """The first round k ≥ 1 that began at or after `moment`, once it has begun."""
-        k = 1
-        while (begun := self.started(k)) is not None and begun < moment:
-            k += 1
-        return k if self.started(k) is not None else None
+    def complete(self) -> int | None:
+        """The last round every CR has (None: not even the first)."""
+        k = None
+        while self.round(0 if k is None else k + 1) is not None:
+            k = 0 if k is None else k + 1
+        return k
 
 
 # -- the stock tool ------------------------------------------------------------------------------------------------
@@ -499,10 +499,8 @@ class Monitor:
             self._converging(now)
             return False
         self.res.min_ready = min(self.res.min_ready, self.watch.ready)
-        if not self.settled:
+        if not self.settled or self.first is None:
             self._settle(force=False)
-        elif self.first is None:
-            self.first = self.watch.first_round_after(self.converged_at - 1)  # the first begun after convergence
         else:
             last = self.first + self.args.rounds - 1
             if self.after is None and self.watch.round(last) is not None:
@@ -521,14 +519,17 @@ class Monitor:
             self._settle(force=True)
 
     def _settle(self, *, force: bool) -> None:
-        """The `before` counters once round 0 is fully counted (its create handlers also provision the budget
-        Lease and Role after the status write), and before round 1 begins."""
-        if self.watch.started(1) is not None:
-            self.res.notes.append("round 1 began before round 0 was fully counted: counters include part of it")
-            self.settled = True
-        elif force or time.time() >= self.probed[0] + PROBE_CACHE + 0.5:
+        """The `before` counters at a quiet moment: a round fully counted (a first round's resyncs also provision the
+        budget Lease and Role after the status write), the next not begun. At 10,000 groups the first round takes
+        minutes of status writes and the next one begins as soon as it ends: then the gap after a later round."""
+        done = self.watch.complete()
+        if done is None or self.watch.started(done + 1) is not None:
+            return
+        if force or time.time() >= self.probed[0] + PROBE_CACHE + 0.5:
             self.before = sample(self.running, self.broker, self.probed)
-            self.settled = int(self.before.probe.get("resyncs", 0)) >= len(self.watch.names)
+            self.settled = int(self.before.probe.get("resyncs", 0)) >= len(self.watch.names) * (done + 1)
+            if self.settled:
+                self.first = done + 1
 
     def finish(self) -> None:
         self.after = sample(self.running, self.broker, self.probed)
@@ -731,7 +732,7 @@ def report(args: argparse.Namespace, res: Results, command: str, elapsed: float)
     )
     print("|---|---|---|---|---|---|---|---|---|")
     print(
-        f"| {n} | {r:.0f} s | {res.converged:.0f} s | {med:.1f} s (max {max(current, default=float('nan')):.1f} s) "
+        f"| {n} | {r:.0f} s | {res.converged:.0f} s | {med:.2f} s (max {max(current, default=float('nan')):.2f} s) "
         f"| {res.stock:.1f} s ({res.stock_jvm:.1f} s) | {med / res.stock:.2f}× | {res.rss:.0f} MB ({res.hwm:.0f} MB) "
         f"| {res.cpu:.1f} % over {res.window:.0f} s | {per_sync:.2f} |"
     )
