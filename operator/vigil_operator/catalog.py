@@ -5,7 +5,9 @@ indexes wakes every object waiting (its `ToggleSet`): at startup that is N² wak
 measured, an operator with 10,000 of them had not resynced one after 3 minutes. So kopf indexes no ConsumerGroup: its
 events on them keep this catalog, and only the groups seen in them are resynced. The claims (which ConsumerGroup owns
 a Kafka group: the oldest) must not be judged from a half-seen catalog, so the ConsumerGroups are also listed once at
-startup for their claims; one deleted before kopf's own list is never shown by kopf, and `settle` forgets it.
+startup for their claims, and the resync loops begin once kopf has shown every one of them: the first round takes
+them all, in one census. One deleted before kopf's own list is never shown by kopf: `settle` forgets it (a minute
+after startup, handlers.SETTLE), and the loops begin then.
 """
 
 import copy

@@ -150,9 +150,8 @@ def kubelets(*, status: kopf.Status, **_: Any) -> dict[str, str]:
 async def consumergroup_event(
     *, type: str | None, namespace: str | None, name: str, meta: kopf.Meta, body: kopf.Body, memo: Any, **kwargs: Any
 ) -> None:  # fmt: skip
-    """A ConsumerGroup's event: its deletion ends its resyncs; a new one, or a spec change (a new generation), asks
-    for one now (a loop with nothing due sleeps until asked).
-    kopf calls event handlers once its indexes are filled: the loops read the groups from them from now on."""
+    """A ConsumerGroup's event: the catalog keeps what it shows; its deletion ends its resyncs; a new one, or a spec
+    change (a new generation), asks for one now (a loop with nothing due sleeps until asked)."""
     catalog: Catalog = memo["catalog"]
     key = (namespace or "", name)
     if type == "DELETED":
