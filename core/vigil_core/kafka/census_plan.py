@@ -431,11 +431,11 @@ def observe_all(
     ends: Mapping[TopicPartitionRef, int | Failure],
 ) -> dict[str, Observation | Miss]:
     """One coordinator's answers merged: an observation or a miss for each group of its plan."""
-    node = todo.node
+    node, fetched = todo.node, todo.fetched
     out: dict[str, Observation | Miss] = {}
     for group_id, view in views(todo, described).items():
         offsets: Mapping[TopicPartitionRef, int] | Failure = {}
-        if group_id in todo.fetched:
+        if group_id in fetched:
             offsets = committed_of(node, answer_for(committed, group_id, Api.OFFSET_FETCH, node))
         group_ends = view if isinstance(view, Failure) else ends_of(assigned(view), ends)
         timings = timings_of(answer_for(configs, group_id, Api.DESCRIBE_CONFIGS, node))

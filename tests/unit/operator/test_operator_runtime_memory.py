@@ -2,12 +2,14 @@
 runtime or its shells keep names the ConsumerGroup any more."""
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from vigil_core.kafka.model import GroupState
 from vigil_operator.domain.readings import Readings
+from vigil_operator.domain.spec import SpecError
 from vigil_operator.domain.status import MemberStatus
 from vigil_operator.k8s.api import KubeApi
 from vigil_operator.runtime import Runtime
@@ -41,6 +43,8 @@ def test_a_released_consumer_group_leaves_nothing_behind() -> None:
     runtime._locks[UID] = asyncio.Lock()  # noqa: SLF001 - what a resync leaves
     runtime.departures.remember(UID, [MemberStatus(member_id="m-0", pod="orders-0")], now)
     runtime.budgets._provisioned[UID] = (3, "default")  # noqa: SLF001
+    with contextlib.suppress(SpecError):  # an incomplete spec: its refusal is kept as a parse would be
+        runtime._spec({"metadata": {"uid": UID}, "spec": {"groupId": GROUP}})  # noqa: SLF001
     reading = Readings(GroupState.STABLE, 1, 0, None, 0.0)
     runtime._readings[KEY] = ((*KEY, GROUP), reading)  # noqa: SLF001
     runtime.metrics.read_group((*KEY, GROUP), None, reading, 0)
