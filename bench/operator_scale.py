@@ -263,44 +263,58 @@ class Round:
     group's resync time is set once its status is written)."""
 
 
+ROUND_GAP = 5.0
+"""Seconds without a resync that end a round (a round's resyncs end one after the other; rounds are a resync period
+apart)."""
+
+
 @dataclass
 class Watch:
-    """What the once-a-second poll saw: per CR, each new resync time (/metrics) and when it was first seen; how many
-    statuses were Stable and Ready (the list of the N CRs)."""
+    """What the poll saw: per CR, every resync time (/metrics); how many statuses were Stable and Ready (the list of
+    the N CRs). Rounds are told apart by time, not by counting each CR's resyncs: a CR resynced twice between two reads
+    of /metrics (the 10,000-group first round takes minutes, and the next begins as it ends) shows one, and a resync
+    asked for between rounds (a pod's event) is one more."""
 
     names: list[str]
     live: set[str] = field(default_factory=set)
     """The CRs whose group has a live member (the others: committed offsets, no member)."""
-    updates: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
-    last: dict[str, float] = field(default_factory=dict)
+    times: dict[str, set[float]] = field(default_factory=dict)
     ready: int = 0
 
-    def see(self, items: list[dict[str, Any]], resynced: dict[str, float], now: float) -> None:
+    def see(self, items: list[dict[str, Any]], resynced: dict[str, float]) -> None:
         self.ready = sum(ready(item.get("status") or {}, live=item["metadata"]["name"] in self.live) for item in items)
         for name, synced in resynced.items():
-            if synced != self.last.get(name):
-                self.last[name] = synced
-                self.updates.setdefault(name, []).append((synced, now))
+            self.times.setdefault(name, set()).add(synced)
+
+    def _rounds(self) -> list[tuple[float, float, int]]:
+        """(first resync, last resync, CRs resynced) of each round: resyncs no more than ROUND_GAP apart, of at least
+        half the CRs (a lone resync asked for between rounds is none)."""
+        stamps = sorted((t, name) for name, ts in self.times.items() for t in ts)
+        runs: list[list[tuple[float, str]]] = []
+        for t, name in stamps:
+            if not runs or t - runs[-1][-1][0] > ROUND_GAP:
+                runs.append([])
+            runs[-1].append((t, name))
+        found = [(run[0][0], run[-1][0], len({name for _, name in run})) for run in runs]
+        return [r for r in found if r[2] >= len(self.names) / 2]
 
     def round(self, k: int) -> Round | None:
-        """The k-th resync of every CR (0: its first; k ≥ 1: the k-th after it), once all have it."""
-        got = [self.updates.get(n, []) for n in self.names]
-        if any(len(u) <= k for u in got):
+        """Round k, once every CR was resynced in it."""
+        rounds = self._rounds()
+        if k >= len(rounds) or rounds[k][2] < len(self.names):
             return None
-        synced = [u[k][0] for u in got]
-        return Round(k, min(synced), max(synced) - min(synced))
+        first, last, _ = rounds[k]
+        return Round(k, first, last - first)
 
     def started(self, k: int) -> float | None:
-        """When round k began (its earliest resync time), as soon as one CR has it."""
-        firsts = [u[k][0] for u in self.updates.values() if len(u) > k]
-        return min(firsts) if firsts else None
+        """When round k began (its earliest resync time), once it has."""
+        rounds = self._rounds()
+        return rounds[k][0] if k < len(rounds) else None
 
     def complete(self) -> int | None:
-        """The last round every CR has (None: not even the first)."""
-        k = None
-        while self.round(0 if k is None else k + 1) is not None:
-            k = 0 if k is None else k + 1
-        return k
+        """The last round every CR was resynced in (None: none yet)."""
+        done = [k for k, (_, _, crs) in enumerate(self._rounds()) if crs >= len(self.names)]
+        return done[-1] if done else None
 
 
 # -- the stock tool ------------------------------------------------------------------------------------------------
@@ -494,7 +508,7 @@ class Monitor:
         scrape = now - self.scraped >= SCRAPE_SECONDS
         if scrape:
             self.scraped = now
-        self.watch.see(items, resync_times(self.running) if scrape else {}, now)
+        self.watch.see(items, resync_times(self.running) if scrape else {})
         self.cpu.append((now, cpu_seconds(self.pid)))
         if self.converged_at is None:
             self._converging(now)
@@ -528,7 +542,7 @@ class Monitor:
             return
         if force or time.time() >= self.probed[0] + PROBE_CACHE + 0.5:
             self.before = sample(self.running, self.broker, self.probed)
-            self.settled = int(self.before.probe.get("resyncs", 0)) >= len(self.watch.names) * (done + 1)
+            self.settled = done >= 1 or int(self.before.probe.get("resyncs", 0)) >= len(self.watch.names)
             if self.settled:
                 self.first = done + 1
 
