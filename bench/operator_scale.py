@@ -753,8 +753,8 @@ def report(args: argparse.Namespace, res: Results, command: str, elapsed: float)
     )
     print(f"\nfirst convergence / stock: {res.converged / res.stock:.2f}×; stock output named {res.stock_named}/{n} "
           f"groups; operator counters over the measured rounds: {res.requests} requests / {res.syncs} group resyncs "
-          f"({len(res.rounds)} rounds × {n} = {len(res.rounds) * n}) = {res.requests / max(1, len(res.rounds)):.0f} "
-          f"requests per round; status writes: {res.writes}")  # fmt: skip
+          f"({len(res.rounds)} rounds × {n} = {len(res.rounds) * n}) = {res.requests * n / max(1, res.syncs):.0f} "
+          f"requests per round of {n}; status writes: {res.writes}")  # fmt: skip
     if res.broker:
         total = sum(res.broker.values())
         detail = ", ".join(f"{k} {v}" for k, v in res.broker.items() if v)
