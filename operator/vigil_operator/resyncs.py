@@ -1,10 +1,10 @@
 """The resync loops: one per Kafka cluster, run by the replica that leads (domain.pacing decides what is due).
 
 Nothing is kept on the ConsumerGroups: no kopf daemon or timer per object, so no finalizer (deleting a ConsumerGroup,
-its namespace or the CRD never waits for the operator, running, stopped or uninstalled) and no task per object. kopf
-feeds the loops: its first event handler hands over the indexes (kopf runs event handlers only once every index is
-filled, so no round sees half of them), spec changes and pods' events ask for resyncs, a deletion stops the group's
-resync in flight and drops what was kept of it. A replica that stops leading stops every resync in flight: each
+its namespace or the CRD never waits for the operator, running, stopped or uninstalled) and no task per object. The
+handlers feed the loops: the groups once the operator's catalog has them all (handlers, catalog: no round sees half
+of them), spec changes and pods' events ask for resyncs, a deletion stops the group's resync in flight and drops what
+was kept of it. A replica that stops leading stops every resync in flight: each
 gives way at its next step (shells.base), and the next leader starts every group afresh.
 """
 
@@ -101,7 +101,7 @@ class Resyncs(Generic[K, R]):
 
     # -- fed by kopf's handlers --------------------------------------------------------------------------------
     def indexed(self, records: Callable[[], Mapping[K, R]]) -> None:
-        """kopf's indexes are filled: `records` reads the groups from them."""
+        """The groups are all known: `records` reads them (the catalog) from now on."""
         if self._records is None:
             self._records = records
             self._indexed.set()
