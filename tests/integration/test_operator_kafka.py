@@ -335,9 +335,9 @@ def test_five_rebalances_between_two_resyncs_count_five(kafka: KafkaCluster, bro
 
 def test_five_classic_rebalances_between_two_resyncs_count_five(kafka: KafkaCluster, brokers: Brokers) -> None:
     """The same count for a classic group, whose DescribeGroups carries no generation: the operator reads it from
-    `__consumer_offsets` (generation_feed). Three joins and two graceful leaves, each a completed rebalance before the
-    next, raise the counter by exactly five between two resyncs — and the members' own generation (librdkafka's group
-    metadata) moved by as much."""
+    `__consumer_offsets` (generation_feed). Three joins and two graceful leaves, each awaited Stable before the next,
+    raise the counter between two resyncs by exactly as much as the members' own generation (librdkafka's group
+    metadata) moved: 5, or 4 when two of the changes completed in one generation (seen in 2 of 4 runs)."""
     conn = kafka.connection()
     topic = clients.create_topic(conn, clients.unique("op-classic-rebalances"), partitions=4)
     group = clients.unique("g-op-classic-rebalances")
@@ -383,9 +383,11 @@ def test_five_classic_rebalances_between_two_resyncs_count_five(kafka: KafkaClus
             member.close()
             stable_with(n)
         fed_up_to_the_members()
-        assert members_generation() - before == 5
+        moved = members_generation() - before
+        print(f"five membership changes moved the members' generation by {moved}")
+        assert moved >= 4  # each change awaited Stable; in runs here they made 5 generations, or 4 (two in one)
         resync(last)
-        assert sample(counter, where) == 5
+        assert sample(counter, where) == moved
     finally:
         for member in [first, *others]:
             member.close()
