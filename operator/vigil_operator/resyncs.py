@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Generic, Protocol, TypeVar
 
 from vigil_operator.domain import pacing
-from vigil_operator.shells.base import StopFlag
+from vigil_operator.shells.base import Callbacks, StopFlag
 
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
@@ -33,11 +33,13 @@ class Stop:
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self._reason = ""
+        self._callbacks = Callbacks()
 
     def set(self, reason: str) -> None:
         if not self._event.is_set():
             self._reason = reason
             self._event.set()
+            self._callbacks.fire()
 
     def is_set(self) -> bool:
         return self._event.is_set()
@@ -48,6 +50,9 @@ class Stop:
 
     def wait(self) -> Awaitable[object]:
         return self._event.wait()
+
+    def on_set(self, callback: Callable[[], None]) -> Callable[[], None]:
+        return self._callbacks.add(callback)
 
 
 class Leader(Protocol):

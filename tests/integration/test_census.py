@@ -31,7 +31,7 @@ def _static(instance: str) -> clients.ClientConfig:
 
 
 def _commit(conn: KafkaConnection, group: str, topic: str, offsets: dict[int, int]) -> str:
-    """A group with committed offsets and no members (Empty): what most of issue #22's 10,000 groups are. The admin
+    """A group with committed offsets and no members (Empty): what most groups of a large cluster are. The admin
     API reports a failed commit per partition (on a fresh broker: the offsets topic still loading), so until none
     fails."""
     admin = clients.admin(conn)  # referenced until its futures resolve

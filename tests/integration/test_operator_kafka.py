@@ -294,7 +294,7 @@ def _read_group(brokers: Brokers, conn: KafkaConnection, metrics: OperatorMetric
 
 
 def test_five_rebalances_between_two_resyncs_count_five(kafka: KafkaCluster, brokers: Brokers) -> None:
-    """The per-group rebalance count (issue #22 point 5) of a KIP-848 group: five membership changes (three joins,
+    """The per-group rebalance count of a KIP-848 group: five membership changes (three joins,
     two graceful leaves, each seen by the coordinator before the next) between two resyncs raise the group's
     `vigil_operator_consumergroup_rebalances_total` by exactly five — counted from the group epoch's delta, so a
     30 s resync misses none of them."""

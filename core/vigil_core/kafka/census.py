@@ -1,5 +1,5 @@
 """A census round: many consumer groups observed with a number of broker requests that grows with the brokers and
-the coordinators, not with the groups (issue #22, point 2).
+the coordinators, not with the groups: the operator observes thousands of groups every resync period.
 
 `GroupClient` observes one group with ~3 requests (describe, committed offsets, end offsets), one group after the
 other; at 10,000 groups that is 30,000 requests a round. A round here asks every broker at once which groups it
@@ -21,10 +21,10 @@ groups n_c, groups that exist g_c, leaders L_c of its groups' assigned partition
 
 so on one broker a round is 8 requests for up to 500 groups of each kind (measured: 8 for 5 groups and for 60,
 tests/integration/test_census.py), and 21 + 6 = 27 for 10,000 groups of which a few hundred live (20 OffsetFetch;
-issue #22 asks ≤ 100). Each term is 0 when there is nothing to ask. The Metadata, ListOffsets and DescribeConfigs
-are per coordinator rather than once per round so that nothing of a coordinator's groups waits for another
-coordinator: a silent broker (SIGSTOPped) costs its own requests their timeout — its groups are misses naming it —
-and never delays the others' observations (`Observation.seconds` shows it). With one broker this is one of each.
+the operator's budget is ≤ 100 a round). Each term is 0 when there is nothing to ask. The Metadata, ListOffsets and
+DescribeConfigs are per coordinator rather than once per round so that nothing of a coordinator's groups waits for
+another coordinator: a silent broker (SIGSTOPped) costs its own requests their timeout — its groups are misses naming
+it — and never delays the others' observations (`Observation.seconds` shows it). With one broker this is one of each.
 
 Why a group is Dead and not a miss: when its coordinator (batched FindCoordinator) answered ListGroups without it,
 as `GroupClient.describe` says of a group that does not exist. When its coordinator did not answer, the group may

@@ -31,8 +31,8 @@ GROUPS_PER_REQUEST: Final = 500
 """Groups in one batched request (DescribeGroups, ConsumerGroupDescribe, OffsetFetch, DescribeConfigs,
 FindCoordinator). Kafka sets no limit, so the bound is the answer's size and the coordinator's time on one request:
 500 groups of a dozen committed partitions answer ~0.2 MB, of a thousand each ~15 MB, under kafka-python's 100 MB
-frame limit either way, while 10,000 groups on one broker still cost only 20 OffsetFetch (issue #22 asks ≤ 100
-requests per round for them)."""
+frame limit either way, while 10,000 groups on one broker still cost only 20 OffsetFetch (the operator's budget
+is ≤ 100 requests per round)."""
 
 UNSTABLE_OFFSET_COMMIT: Final = code_of("UNSTABLE_OFFSET_COMMIT")
 _NOT_IN_ANSWER: Final = code_of("UNKNOWN_SERVER_ERROR")

@@ -2,6 +2,7 @@
 how it writes a status."""
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -25,6 +26,32 @@ class StopFlag(Protocol):
 
     def wait(self) -> Awaitable[object]: ...
 
+    def on_set(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` once, when the flag is set; returns what forgets it."""
+        ...
+
+
+class Callbacks:
+    """What a stop flag calls when it is set (`StopFlag.on_set`): a wait under the flag is interrupted from there,
+    with no task of its own — a round begins thousands of resyncs, each with several waits."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, Callable[[], None]] = {}
+        self._count = 0
+
+    def add(self, callback: Callable[[], None]) -> Callable[[], None]:
+        self._count += 1
+        self._calls[self._count] = callback
+        return functools.partial(self._forget, self._count)
+
+    def _forget(self, key: int) -> None:
+        self._calls.pop(key, None)
+
+    def fire(self) -> None:
+        calls, self._calls = list(self._calls.values()), {}
+        for call in calls:
+            call()
+
 
 class SyncStoppedError(Exception):
     """The resync gave way to its stop flag; the message says where (e.g. "before it acted")."""
@@ -43,37 +70,45 @@ def step(stop: StopFlag | None, where: str) -> None:
 
 async def unless_stopped(stop: StopFlag | None, work: Awaitable[T]) -> T:
     """`work`, unless `stop` is set first (or already): then `work` is cancelled and SyncStoppedError raised. These
-    are the waits before a resync acts (its turn, a Secret, the broker); its steps are checked by `step`."""
+    are the waits before a resync acts (its turn, a Secret, the broker); its steps are checked by `step`. The flag
+    interrupts the wait by cancelling the task that waits (as `asyncio.timeout` does), so no task is made per wait."""
     if stop is None:
         return await work
-    task = asyncio.ensure_future(work)
     if stop.is_set():
-        task.cancel()
+        _abandon(work)
         raise SyncStoppedError("before it acted")
-    flag = asyncio.ensure_future(_flag(stop))
+    task = asyncio.current_task()
+    if task is None:  # awaited outside a task (never in the operator): nothing to interrupt
+        return await work
+    interrupted = False
+
+    def interrupt() -> None:
+        nonlocal interrupted
+        interrupted = True
+        task.cancel()
+
+    forget = stop.on_set(interrupt)
     try:
-        await asyncio.wait({task, flag}, return_when=asyncio.FIRST_COMPLETED)
+        return await work
+    except asyncio.CancelledError:
+        if interrupted and task.uncancel() == 0:  # ours alone: not a cancellation from outside
+            raise SyncStoppedError("before it acted") from None
+        raise
     finally:
-        flag.cancel()
-    if task.done():
-        return task.result()
-    task.cancel()
-    raise SyncStoppedError("before it acted")
+        forget()
 
 
 async def acquire(stop: StopFlag | None, lock: asyncio.Lock | asyncio.Semaphore) -> None:
-    """`lock` unless `stop` is set first, as `unless_stopped(stop, lock.acquire())`, but at once and with no task
-    when it is free: a round begins thousands of resyncs, and nearly all find their lock and a turn free."""
-    if stop is not None and stop.is_set():
-        raise SyncStoppedError("before it acted")
-    if not lock.locked():
-        await lock.acquire()  # free: returns without suspending
-        return
+    """`lock` unless `stop` is set first, as `unless_stopped(stop, lock.acquire())`."""
     await unless_stopped(stop, lock.acquire())
 
 
-async def _flag(stop: StopFlag) -> None:
-    await stop.wait()
+def _abandon(work: Awaitable[object]) -> None:
+    """Work that will not be awaited: a coroutine closed (never started), a future cancelled."""
+    if asyncio.iscoroutine(work):
+        work.close()
+    elif isinstance(work, asyncio.Future):
+        work.cancel()
 
 
 def dump(status: ConsumerGroupStatus) -> dict[str, Any]:

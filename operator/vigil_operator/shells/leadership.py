@@ -46,6 +46,7 @@ from vigil_operator.domain.leadership import (
     released,
 )
 from vigil_operator.k8s.api import KubeApi, KubeError
+from vigil_operator.shells.base import Callbacks
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class Term:
         self._clock = clock
         self._ended: TermEnd | None = None
         self._event = asyncio.Event()
+        self._callbacks = Callbacks()
 
     def is_set(self) -> bool:
         return self._ended is not None or self._clock() >= self._deadline
@@ -91,6 +93,10 @@ class Term:
         await self._event.wait()
         return self._ended
 
+    def on_set(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Called when the term ends (`_finish`)."""
+        return self._callbacks.add(callback)
+
     def _extend(self, deadline: float) -> None:
         self._deadline = deadline
 
@@ -98,6 +104,7 @@ class Term:
         if self._ended is None:
             self._ended, self.why = reason, why
             self._event.set()
+            self._callbacks.fire()
 
 
 class Leadership:
