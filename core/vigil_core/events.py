@@ -22,7 +22,7 @@ from uuid import UUID, uuid4
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """The version this code writes. Bump it with every additive change, and add that version's fixtures."""
 
 EVENTS_TOPIC_DEFAULT: Final = "vigil.events"
@@ -85,6 +85,9 @@ class StallPayload(_Model):
     stall_timeout_ms: Annotated[int, Field(gt=0)]
     generation: int | None = None
     assigned_partitions: Annotated[int, Field(ge=0)] | None = None
+    action: str | None = None
+    """What the sidecar does about it: "leave-group", "restart" or "alert" (since version 4; a restart or an alert
+    has no eviction event to say so)."""
 
 
 class StallEndedPayload(_Model):

@@ -303,6 +303,7 @@ class Sidecar:
                 "stall_timeout_ms": round(self.settings.stall_timeout_seconds * 1000),
                 "generation": beacon.generation if beacon is not None and beacon.generation >= 0 else None,
                 "assigned_partitions": beacon.assigned_partitions if beacon is not None else None,
+                "action": action,
             },
         )
 

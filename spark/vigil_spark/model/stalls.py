@@ -4,8 +4,9 @@
 - `ended`: the member's next `stall-ended` before its next `stall-detected` (null while open or when the member
   was removed and never reported again); `duration_s`: the `stall-ended` payload's `stalled_for_ms` (how long
   the app went without polling), else `ended − started`;
-- `action`: the first eviction request/answer for the member in [detected, end of the stall): its payload's
-  `action` ("leave-group", "restart", "alert"); `outcome`: "evicted", "already-gone", "eviction-failed:<error>",
+- `action`: the eviction request/answer for the member in [detected, end of the stall): its payload's `action`;
+  with none, the `stall-detected` payload's `action` (schema 4: "leave-group", "restart" — the sidecar fails the
+  app's probe — or "alert"; null from older sidecars); `outcome`: "evicted", "already-gone", "eviction-failed:<error>",
   "refused:<cause>", "requested" (no answer seen), "recovered" (ended with no action) or "open".
 """
 
@@ -52,6 +53,7 @@ def stalls(vigil_events: DataFrame) -> DataFrame:
             _long(F.col("payload_json"), "$.stalled_for_ms").alias("d_ms"),
             _long(F.col("payload_json"), "$.stall_timeout_ms").alias("timeout_ms"),
             F.get_json_object("payload_json", "$.signal").alias("signal"),
+            F.get_json_object("payload_json", "$.action").alias("d_action"),
         )
         .withColumn("next_detected", F.lead("detected").over(Window.partitionBy(*member).orderBy("detected")))
     )
@@ -110,7 +112,7 @@ def stalls(vigil_events: DataFrame) -> DataFrame:
         duration.alias("duration_s"),
         "signal",
         (F.col("timeout_ms") / F.lit(1000.0)).alias("stall_timeout_s"),
-        F.col("a_action").alias("action"),
+        F.coalesce(F.col("a_action"), F.col("d_action")).alias("action"),
         outcome.alias("outcome"),
         basis.alias("basis"),
     )

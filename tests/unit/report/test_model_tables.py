@@ -130,11 +130,34 @@ def test_stalls_pair_detection_end_action_and_outcome(spark: SparkSession) -> No
         # m3: stalled, eviction refused by the budget; still open
         vigil("stall-detected", g, 30.0, "m3", stalled_for_ms=30000, stall_timeout_ms=30000, signal="beacon"),
         vigil("eviction-refused", g, 30.2, "m3", action="leave-group", cause="budget", message="no budget left"),
+        # m4: stalled, its sidecar failed the app's probe (no eviction event), the restarted app polled again
+        vigil(
+            "stall-detected",
+            g,
+            40.0,
+            "m4",
+            stalled_for_ms=30000,
+            stall_timeout_ms=30000,
+            signal="beacon",
+            action="restart",
+        ),
+        vigil("stall-ended", g, 52.0, "m4", stalled_for_ms=42000),
+        # m5: alert only, still open
+        vigil(
+            "stall-detected",
+            g,
+            50.0,
+            "m5",
+            stalled_for_ms=30000,
+            stall_timeout_ms=30000,
+            signal="stats",
+            action="alert",
+        ),
     ]
     out = stalls.stalls(frame(spark, events, "vigil_events"))
     assert tuple(out.columns) == stalls.COLUMNS
     rows = {r["member_id"]: r for r in out.collect()}
-    assert set(rows) == {"m1", "m2", "m3"}
+    assert set(rows) == {"m1", "m2", "m3", "m4", "m5"}
     for mid, row in rows.items():
         detected = next(e for e in events if e["member_id"] == mid and e["type"] == "stall-detected")
         payload = json.loads(detected["payload_json"])
@@ -148,6 +171,8 @@ def test_stalls_pair_detection_end_action_and_outcome(spark: SparkSession) -> No
     assert (rows["m1"]["action"], rows["m1"]["outcome"]) == ("leave-group", "evicted")
     assert (rows["m2"]["action"], rows["m2"]["outcome"]) == (None, "recovered")
     assert (rows["m3"]["action"], rows["m3"]["outcome"]) == ("leave-group", "refused:budget")
+    assert (rows["m4"]["action"], rows["m4"]["outcome"]) == ("restart", "recovered")
+    assert (rows["m5"]["action"], rows["m5"]["outcome"]) == ("alert", "open")
 
 
 def _percentile(values: list[float], q: float) -> float:
