@@ -91,7 +91,9 @@ def consumer_rebalances(consumer_group_records: DataFrame, broker_log: DataFrame
     rows = _with_consumer_cause(rows, consumer_group_records, broker_log)
     rows = _with_pending_revocation(rows, consumer_group_records)
     adjacent = F.col("prev_generation") == F.col("generation") - 1
-    rows = rows.withColumn("members_before", F.when(adjacent, F.lag("members_after").over(by_gen)))
+    first = F.col("prev_generation").isNull() & (F.col("generation") == 1)  # epoch 1: the group's first member joined
+    before = F.when(adjacent, F.lag("members_after").over(by_gen)).when(first, F.lit(0))
+    rows = rows.withColumn("members_before", before)
     duration = common.seconds_between(F.col("end_ts"), F.col("start_ts"))
     basis = common.notes(
         F.when(F.col("bump_ts").isNotNull(), F.lit("started: broker log")).otherwise(

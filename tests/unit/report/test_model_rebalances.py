@@ -300,6 +300,8 @@ def test_kip848_epochs_members_causes_and_pending_revocation(spark: SparkSession
     assert {r["group_type"] for r in rows} == {"consumer"}
     assert [r["cause"] for r in observed] == ["joined", "joined", "left"]
     assert [r["members_after"] for r in observed] == [1, 2, 1]
+    # epoch 1 is the group's first (0 members before it); epoch 3 is unseen, so what came before epoch 4 is unknown
+    assert [r["members_before"] for r in observed] == [0, 1, None]
     assert observed[0]["started"] == at(10.0)
     assert observed[0]["duration_s"] == pytest.approx(0.5)
     assert observed[1]["duration_s"] == pytest.approx(20.9 - 20.0)  # the last member reached epoch 2
