@@ -6,9 +6,11 @@ instance id, else the client id (GroupMetadata), else the member id without its 
 Java build ids as `<client.id>-<uuid>`, static ones `<instance.id>-<uuid>`). Sources: members of GroupMetadata
 records (classic), member records (type 5, KIP-848), and the broker log's join/leave lines.
 
-- `joins` (of the identity): distinct member ids seen; `leaves`: leave/expiry/fence/replacement events;
+- `joins` (of the identity): distinct member ids seen; `leaves`: its member ids that ended (a leave, expiry, fence or
+  replacement in the log, or a KIP-848 member tombstone — one per member id, however many sources tell of it);
   `churn` = joins + leaves; `flapping`: at least `flap_joins` joins of the identity within `flap_window_s`.
 - `leave_cause`: how this member id went, in the rebalance vocabulary (null if it did not or no source says).
+- `generations`: the classic generations the member id was in (GroupMetadata); null for KIP-848 members.
 """
 
 from typing import Final
@@ -124,6 +126,7 @@ def members(
 ) -> DataFrame:
     """One row per (cluster, group, member id); identity-level joins, leaves, churn and flapping on each row."""
     seen = _appearances(group_metadata, consumer_group_records, broker_log)
+    is_leave = F.col("kind") == F.lit("leave")
     per_member = seen.groupBy("cluster", "group", "member_id").agg(
         F.max("instance_id").alias("instance_id"),
         F.max("client_id").alias("client_id"),
@@ -132,8 +135,10 @@ def members(
         F.max("ts").alias("last_seen"),
         F.count_distinct("generation").alias("generations"),
         F.max(F.col("kind") == F.lit("leave")).alias("left"),
-        F.max_by("leave_cause", F.when(F.col("kind") == F.lit("leave"), F.col("ts"))).alias("leave_cause"),
-        F.sum(F.when(F.col("kind") == F.lit("leave"), 1).otherwise(0)).alias("leave_events"),
+        # the last leave that names a cause: a KIP-848 member's cause-less tombstone follows the log's line by ~1 ms
+        F.max_by("leave_cause", F.when(is_leave & F.col("leave_cause").isNotNull(), F.col("ts"))).alias("leave_cause"),
+        # a member id is one join and ends once, however many sources tell of its end (log line and tombstone)
+        F.max(F.when(is_leave, 1).otherwise(0)).alias("leave_events"),
         F.max(F.col("kind") == F.lit("gm")).alias("in_gm"),
         F.max(F.col("kind") == F.lit("join")).alias("in_log"),
     )
@@ -166,7 +171,8 @@ def members(
         "identity",
         "first_seen",
         "last_seen",
-        F.col("generations").cast("int").alias("generations"),
+        # generations are the classic groups' (GroupMetadata); a KIP-848 member's epochs are not counted here
+        F.when(F.col("in_gm"), F.col("generations").cast("int")).alias("generations"),
         F.coalesce(F.col("left"), F.lit(False)).alias("left"),
         "leave_cause",
         F.col("joins").cast("int").alias("joins"),

@@ -87,6 +87,34 @@ def test_members_count_joins_per_identity_and_flag_flapping(spark: SparkSession)
     assert rows[steady[0][0]]["left"] is False
 
 
+def test_a_kip848_member_that_left_counts_one_leave_with_the_log_s_cause(spark: SparkSession) -> None:
+    g = "g-848-members"
+
+    def record(offset: int, seconds: float, member_id: str, *, tombstone: bool = False) -> dict[str, Any]:
+        return {"cluster": CLUSTER, "group": g, "log_partition": 0, "log_offset": offset, "log_ts": at(seconds),
+                "record_type": 5, "member_id": member_id, "tombstone": tombstone,
+                "record_json": None if tombstone else json.dumps({"client_id": member_id[:1]})}  # fmt: skip
+
+    left = log("consumer-member-left", g, 30.0, member_id="a", reason="vigil: kip-848 stall")
+    records = [record(1, 10.0, "a"), record(2, 10.0, "b"), record(3, 30.001, "a", tombstone=True)]
+
+    def run(logs: list[dict[str, Any]]) -> dict[str, Row]:
+        out = members.members(frame(spark, [], "group_metadata"), frame(spark, records, "consumer_group_records"),
+                              frame(spark, logs, "broker_log"))  # fmt: skip
+        return {r["member_id"]: r for r in out.collect()}
+
+    alone = members.members(frame(spark, [], "group_metadata"), frame(spark, [], "consumer_group_records"),
+                            frame(spark, [left], "broker_log")).collect()[0]  # fmt: skip
+    rows = run([left])
+    assert alone["leave_cause"] is not None
+    assert (rows["a"]["left"], rows["a"]["leave_cause"]) == (True, alone["leave_cause"])
+    assert (rows["a"]["joins"], rows["a"]["leaves"], rows["a"]["churn"]) == (1, 1, 2)
+    assert (rows["b"]["left"], rows["b"]["leaves"], rows["b"]["churn"]) == (False, 0, 1)
+    assert (rows["a"]["generations"], rows["b"]["generations"]) == (None, None)
+    tombstone_only = run([])["a"]
+    assert (tombstone_only["left"], tombstone_only["leave_cause"], tombstone_only["leaves"]) == (True, None, 1)
+
+
 def test_members_from_group_metadata_carry_client_and_generations(spark: SparkSession) -> None:
     g = "g-gm"
     mids = [f"c-{UUIDS[0]}", f"d-{UUIDS[1]}"]
