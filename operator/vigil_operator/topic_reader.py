@@ -50,7 +50,7 @@ class TopicReader(ABC):
 
     @abstractmethod
     def _unreadable(self, why: str) -> str:
-        """The problem, in words for the operator's log and status, when the topic cannot be read for `why`."""
+        """The problem, in words for the operator's log, when the topic cannot be read for `why`."""
 
     def _run(self) -> None:
         consumer = Consumer(self._connection.confluent_config() | {"enable.auto.commit": False, "log_level": 3}

@@ -36,19 +36,14 @@ class Callbacks:
     with no task of its own — a round begins thousands of resyncs, each with several waits."""
 
     def __init__(self) -> None:
-        self._calls: dict[int, Callable[[], None]] = {}
-        self._count = 0
+        self._calls: set[Callable[[], None]] = set()
 
     def add(self, callback: Callable[[], None]) -> Callable[[], None]:
-        self._count += 1
-        self._calls[self._count] = callback
-        return functools.partial(self._forget, self._count)
-
-    def _forget(self, key: int) -> None:
-        self._calls.pop(key, None)
+        self._calls.add(callback)
+        return functools.partial(self._calls.discard, callback)
 
     def fire(self) -> None:
-        calls, self._calls = list(self._calls.values()), {}
+        calls, self._calls = self._calls, set()
         for call in calls:
             call()
 

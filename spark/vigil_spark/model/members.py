@@ -134,7 +134,7 @@ def members(
         F.min("ts").alias("first_seen"),
         F.max("ts").alias("last_seen"),
         F.count_distinct("generation").alias("generations"),
-        F.max(F.col("kind") == F.lit("leave")).alias("left"),
+        F.max(is_leave).alias("left"),
         # the last leave that names a cause: a KIP-848 member's cause-less tombstone follows the log's line by ~1 ms
         F.max_by("leave_cause", F.when(is_leave & F.col("leave_cause").isNotNull(), F.col("ts"))).alias("leave_cause"),
         # a member id is one join and ends once, however many sources tell of its end (log line and tombstone)
