@@ -179,6 +179,12 @@ def test_the_report_equals_the_action_log_and_the_broker_log(
     assert got == [(g, s.cause, s.before, s.after) for g, s in enumerate(steps, 1)], got
     assert all(r["group_type"] == "classic" for r in rows), rows
 
+    # the static member's restart is a replacement, not a join: no churn, its old id went by the replacement
+    members = tmp_path / "out" / "model" / "members" / "parquet"
+    by_id = {r["member_id"]: r for r in spark_kafka.read.parquet(str(members)).collect() if r["group"] == group}
+    assert (by_id[new_id]["replaced"], by_id[old_id]["leave_cause"]) == (True, "static-replacement"), by_id
+    assert (by_id[new_id]["joins"], by_id[new_id]["replacements"], by_id[new_id]["leaves"]) == (1, 1, 0), by_id
+
 
 def _report(conn: KafkaConnection, kafka: KafkaCluster, out: Path) -> tuple[int, list[str]]:
     logs = [str(kafka.server_log(node.node_id)) for node in kafka.nodes]

@@ -25,7 +25,8 @@ STYLE = (
 WORST_COLUMNS = (("group", "group"), ("24h", "last 24 h"), ("all", "all"), ("p95", "p95 (24 h, s)"),
                  ("cause", "top cause (24 h)"), ("last", "last rebalance"), ("gaps", "unseen (gaps)"))  # fmt: skip
 FLAPPING_COLUMNS = (("group", "group"), ("identity", "identity"), ("joins", "joins"), ("leaves", "leaves"),
-                    ("churn", "churn"), ("last_seen", "last seen"))  # fmt: skip
+                    ("churn", "churn"), ("replacements", "static replacements"),
+                    ("last_seen", "last seen"))  # fmt: skip
 STALL_COLUMNS = (("group", "group"), ("pod", "pod"), ("started", "started"), ("duration_s", "duration (s)"),
                  ("action", "vigil's action"), ("outcome", "outcome"))  # fmt: skip
 _PALETTE = ("#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6", "#dd4477", "#66aa00")
@@ -113,7 +114,7 @@ def render(
     histogram = [(label, float(sum(1 for d in durations if lower <= d < upper)))
                  for (label, upper), lower in zip(BUCKETS, lowers, strict=True)]  # fmt: skip
     top_groups = [s.group for s in summaries[:worst]]
-    flapping = [m for m in members if m.get("flapping")]
+    flapping = flapping_identities(members)
     worst_rows = [
         {"group": f"{s.cluster}/{s.group}", "24h": s.rebalances_24h, "all": s.rebalances_total,
          "p95": s.p95_duration_s_24h, "cause": s.top_cause_24h, "last": s.last_rebalance, "gaps": s.gaps}
@@ -139,6 +140,26 @@ def render(
         f"<style>{STYLE}</style></head><body>\n<h1>Rebalance report</h1>\n"
         f'<p id="totals">{totals}</p>\n{body}\n</body></html>\n'
     )
+
+
+def flapping_identities(members: Sequence[Row]) -> list[Row]:
+    """One row per flapping (cluster, group, identity), its latest member id's: the model repeats an identity's
+    totals on each of its member ids, and one restart-prone pod is one problem, not one per restart."""
+    latest: dict[tuple[Any, Any, Any], Row] = {}
+    for m in members:
+        if not m.get("flapping"):
+            continue
+        key = (m.get("cluster"), m.get("group"), m.get("identity"))
+        seen = latest.get(key)
+        if seen is None or _after(m.get("last_seen"), seen.get("last_seen")):
+            latest[key] = m
+    return sorted(
+        latest.values(), key=lambda m: (-int(m.get("churn") or 0), str(m.get("group")), str(m.get("identity")))
+    )
+
+
+def _after(a: Any, b: Any) -> bool:
+    return b is None or (a is not None and a > b)
 
 
 def _cell(value: Any) -> str:

@@ -1,6 +1,7 @@
 """`members`, `stalls`, `daily` and `build` on small hand-built tables; expectations derived from the inputs."""
 
 import datetime as dt
+import itertools
 import json
 import math
 from collections import Counter
@@ -70,21 +71,93 @@ def test_members_count_joins_per_identity_and_flag_flapping(spark: SparkSession)
     assert tuple(out.columns) == members.COLUMNS
     rows = {r["member_id"]: r for r in out.collect()}
     assert set(rows) == {m for m, _ in flappy + steady + static}
-    for ids, identity in ((flappy, "app-1"), (steady, "app-2"), (static, "pod-0")):
-        leaves = sum(1 for x in logs if x["event"] in members.LEAVE_EVENTS and x["member_id"] in dict(ids))
-        times = sorted(t for _, t in ids)
-        most_in_an_hour = max(sum(1 for u in times if t - 3600 <= u <= t) for t in times)
+    for ids, identity, replaced in ((flappy, "app-1", 0), (steady, "app-2", 0), (static, "pod-0", 1)):
+        expired = sum(1 for x in logs if x["event"] == "member-failed" and x["member_id"] in dict(ids))
+        fresh = sorted(t for _, t in ids)[: len(ids) - replaced]
+        most_in_an_hour = max(sum(1 for u in fresh if t - 3600 <= u <= t) for t in fresh)
         for member_id, t in ids:
             row = rows[member_id]
             assert row["identity"] == identity
-            assert row["joins"] == len(ids)
-            assert row["leaves"] == leaves
-            assert row["churn"] == len(ids) + leaves
+            assert (row["joins"], row["replacements"], row["leaves"]) == (len(fresh), replaced, expired)
+            assert row["churn"] == len(fresh) + expired
             assert row["flapping"] == (most_in_an_hour >= 3)
             assert row["first_seen"] == at(t)
     assert rows[flappy[0][0]]["leave_cause"] == "heartbeat-expiry"
-    assert rows[static[0][0]]["leave_cause"] == "static-replacement"
+    assert (rows[static[0][0]]["leave_cause"], rows[static[0][0]]["replaced"]) == ("static-replacement", False)
+    assert (rows[static[1][0]]["left"], rows[static[1][0]]["replaced"]) == (False, True)
     assert rows[steady[0][0]]["left"] is False
+
+
+def _static_restarts(restarts: int, every_s: float) -> list[tuple[str, float]]:
+    return [(f"orders-1-{UUIDS[i]}", every_s * i) for i in range(restarts + 1)]
+
+
+def _static_generation(group: str, offset: int, generation: int, member_id: str, seconds: float) -> dict[str, Any]:
+    """A GroupMetadata record of one static member, orders-1."""
+    member = Row(member_id=member_id, instance_id="orders-1", client_id="c", client_host="/10.0.0.1",
+                 session_timeout_ms=1, rebalance_timeout_ms=1, subscribed_topics=["t"], assigned=[])  # fmt: skip
+    return {"cluster": CLUSTER, "group": group, "log_partition": 0, "log_offset": offset, "log_ts": at(seconds),
+            "tombstone": False, "protocol_type": "consumer", "generation": generation, "protocol": "range",
+            "leader": member_id, "state_ts": at(seconds), "members": [member]}  # fmt: skip
+
+
+@pytest.mark.parametrize("source", ["classic log", "kip-848 log and tombstones", "group metadata only"])
+def test_static_replacements_are_not_flapping(spark: SparkSession, source: str) -> None:
+    """orders-1 restarted 3 times in 15 minutes, each absorbed by static membership (bridged, or a coordinated
+    rollout): one join and 3 replacements, no churn, not flapping — however the history tells of it."""
+    g = f"g-static-{source.split(maxsplit=1)[0]}"
+    ids = _static_restarts(3, 300.0)
+    logs: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
+    gms: list[dict[str, Any]] = []
+    if source == "classic log":
+        logs.append(log("static-member-joined", g, 0.0, member_id=ids[0][0], instance_id="orders-1"))
+        for (old, _), (new, t) in itertools.pairwise(ids):
+            logs.append(log("static-member-replaced", g, t, member_id=old, instance_id="orders-1"))
+            logs.append(log("static-member-joined", g, t, member_id=new, instance_id="orders-1"))
+    elif source.startswith("kip-848"):
+        logs.append(log("consumer-member-joined", g, 0.0, member_id=ids[0][0], instance_id="orders-1"))
+        for n, ((old, _), (new, t)) in enumerate(itertools.pairwise(ids)):
+            logs.append(log("consumer-member-replaced", g, t, member_id=new, instance_id="orders-1"))
+            records += [
+                {"cluster": CLUSTER, "group": g, "log_partition": 0, "log_offset": 2 * n, "log_ts": at(t),
+                 "record_type": 5, "member_id": new, "tombstone": False,
+                 "record_json": json.dumps({"instance_id": "orders-1", "client_id": "c"})},
+                {"cluster": CLUSTER, "group": g, "log_partition": 0, "log_offset": 2 * n + 1, "log_ts": at(t + 0.001),
+                 "record_type": 5, "member_id": old, "tombstone": True, "record_json": None},
+            ]  # fmt: skip
+    else:  # one generation throughout: the coordinator rewrote its metadata with each new member id
+        for n, (mid, t) in enumerate(ids):
+            gms.append(_static_generation(g, n, 1, mid, t))
+    out = members.members(
+        frame(spark, gms, "group_metadata"),
+        frame(spark, records, "consumer_group_records"),
+        frame(spark, logs, "broker_log"),
+    )
+    rows = {r["member_id"]: r for r in out.collect()}
+    assert set(rows) == {m for m, _ in ids}
+    for mid, _ in ids:
+        row = rows[mid]
+        assert (row["identity"], row["joins"], row["replacements"], row["leaves"], row["churn"]) == (
+            "orders-1", 1, 3, 0, 1)  # fmt: skip
+        assert row["flapping"] is False
+        assert row["replaced"] is (mid != ids[0][0])
+        assert (row["left"], row["leave_cause"]) == (
+            (False, None) if mid == ids[-1][0] else (True, "static-replacement"))  # fmt: skip
+
+
+def test_a_static_member_that_rejoins_after_expiry_is_a_fresh_join(spark: SparkSession) -> None:
+    """Generations 1 and 2 (a rebalance between): the second member id of orders-1 is not a replacement."""
+    g = "g-static-expired"
+    ids = _static_restarts(1, 60.0)
+    gms = [_static_generation(g, gen, gen, mid, t) for gen, (mid, t) in enumerate(ids, start=1)]
+    logs = [log("member-failed", g, 50.0, member_id=ids[0][0])]
+    rows = {r["member_id"]: r for r in members.members(
+        frame(spark, gms, "group_metadata"), frame(spark, [], "consumer_group_records"),
+        frame(spark, logs, "broker_log")).collect()}  # fmt: skip
+    assert [rows[m]["replaced"] for m, _ in ids] == [False, False]
+    assert (rows[ids[0][0]]["leave_cause"], rows[ids[1][0]]["joins"], rows[ids[1][0]]["leaves"]) == (
+        "heartbeat-expiry", 2, 1)  # fmt: skip
 
 
 def test_a_kip848_member_that_left_counts_one_leave_with_the_log_s_cause(spark: SparkSession) -> None:

@@ -80,6 +80,19 @@ def test_the_html_report_is_self_contained_and_shows_the_figures() -> None:
     assert "leave-group" in page and "evicted" in page  # noqa: PT018
 
 
+def test_flapping_lists_one_row_per_identity_its_latest() -> None:
+    """The model repeats an identity's totals on each member id: the page shows the identity once."""
+    ids = [{"cluster": "c", "group": "orders", "identity": "orders-1", "member_id": f"m{n}", "flapping": True,
+            "joins": 3, "replacements": 2, "churn": 5, "last_seen": NOW - timedelta(minutes=10 - n)}
+           for n in range(3)]  # fmt: skip
+    other = {"cluster": "c", "group": "pay", "identity": "orders-1", "member_id": "p", "flapping": True, "churn": 9}
+    rows = html.flapping_identities([ids[1], ids[2], other, ids[0], {**ids[0], "flapping": False, "member_id": "x"}])
+    assert [(r["group"], r["member_id"]) for r in rows] == [("pay", "p"), ("orders", "m2")]
+    page = html.render(NOW, [], [], ids, [])
+    assert page.count("<td>orders-1</td>") == 1
+    assert "1 flapping member(s)" in page
+
+
 def test_an_empty_report_says_so() -> None:
     page = html.render(NOW, [], [], [], [])
     assert ">0</strong> rebalances" in page
