@@ -178,6 +178,11 @@ def test_the_report_equals_the_action_log_and_the_broker_log(
     got = [(r["generation"], r["cause"], r["members_before"], r["members_after"]) for r in rows]
     assert got == [(g, s.cause, s.before, s.after) for g, s in enumerate(steps, 1)], got
     assert all(r["group_type"] == "classic" for r in rows), rows
+    # the killed member's partitions sat idle for its session timeout before the broker noticed: counted
+    expired = next(r for r in rows if r["cause"] == "heartbeat-expiry")
+    assert expired["undetected_s"] == SESSION_S, expired
+    assert expired["unavailable_partition_s"] >= SESSION_S, expired
+    assert [r["undetected_s"] for r in rows if r["cause"] != "heartbeat-expiry"] == [None] * (len(rows) - 1), rows
 
     # the static member's restart is a replacement, not a join: no churn, its old id went by the replacement
     members = tmp_path / "out" / "model" / "members" / "parquet"

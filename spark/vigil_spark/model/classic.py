@@ -21,6 +21,11 @@ _OWNED: Final = ArrayType(
     )
 )
 _ASSIGNED: Final = "array<struct<topic:string,partition:int>>"
+#: The one member a departure's `Preparing to rebalance` reason names (an expiry, a 3.9 or 4.x LeaveGroup).
+_DEPARTED: Final = (
+    r"^(?:removing member (\S+) on heartbeat expiration|Removing member (\S+) on LeaveGroup"
+    r"|explicit `LeaveGroup` request for \(([^,() ]+)\) members)"
+)
 
 
 def _owned_by(members: Column) -> Column:
@@ -54,6 +59,10 @@ def classic_generations(group_metadata: DataFrame, broker_log: DataFrame) -> Dat
             F.col("protocol").alias("gm_protocol"),
             F.col("protocol_type").alias("gm_protocol_type"),
             _owned_by(F.col("members")).alias("owned"),
+            F.transform(
+                F.coalesce(F.col("members"), F.array().cast(group_metadata.schema["members"].dataType)),
+                lambda m: F.struct(m["member_id"], m["session_timeout_ms"], m["rebalance_timeout_ms"]),
+            ).alias("timeouts"),
         ).alias("gm"),
         null.cast("int").alias("log_members"),
     )
@@ -108,6 +117,7 @@ def classic_rebalances(group_metadata: DataFrame, broker_log: DataFrame) -> Data
             ),
         )
         .withColumn("prev_owned", F.when(adjacent, F.lag("owned").over(by_gen)))
+        .withColumn("prev_timeouts", F.when(adjacent, F.lag("timeouts").over(by_gen)))
         .withColumn("prev_adjacent_ts", F.when(adjacent, F.col("prev_stab_ts")))
     )
     gaps = generations.gap_rows(seq, "classic", F.col("prev_stab_ts"), F.col("stab_ts"))
@@ -128,6 +138,7 @@ def classic_rebalances(group_metadata: DataFrame, broker_log: DataFrame) -> Data
         )
     )
     duration = common.seconds_between(F.col("stab_ts"), F.col("prep_ts"))
+    rows = _with_undetected(rows)
     eager = F.col("rebalance_protocol") == F.lit("eager")
     coop = F.col("rebalance_protocol") == F.lit("cooperative")
     unavailable = (
@@ -135,6 +146,8 @@ def classic_rebalances(group_metadata: DataFrame, broker_log: DataFrame) -> Data
         .when(eager, F.size("prev_owned"))
         .when(coop, F.size(F.array_except("prev_owned", "owned")))
     )
+    # the departed member's partitions also sat idle while the coordinator waited to notice it
+    unavailable_s = unavailable * duration + F.coalesce(F.col("departed_partitions") * F.col("undetected_s"), F.lit(0))
     basis = common.notes(
         F.when(F.col("log_ts").isNotNull(), F.lit("stabilized: broker log")).otherwise(
             F.lit("stabilized: GroupMetadata record (no Stabilized line)")
@@ -149,12 +162,38 @@ def classic_rebalances(group_metadata: DataFrame, broker_log: DataFrame) -> Data
         )
         .when(eager, F.lit("unavailable: eager, all partitions owned before, for the whole rebalance"))
         .when(coop, F.lit("unavailable: cooperative, partitions whose owner changed, for the rebalance")),
+        F.col("undetected_basis"),
     )
     observed_rows = common.observed_rebalances(
         rows, "classic", started=F.col("prep_ts"), stabilized=F.col("stab_ts"), duration=duration,
-        unavailable=unavailable, unavailable_s=unavailable * duration, basis=basis,
+        undetected=F.col("undetected_s"), unavailable=unavailable, unavailable_s=unavailable_s, basis=basis,
     )  # fmt: skip
     return observed_rows.unionByName(gaps)
+
+
+def _with_undetected(rows: DataFrame) -> DataFrame:
+    """`undetected_s`: how long a silently departed member's partitions sat idle before the rebalance started —
+    its session timeout on a heartbeat expiry, its rebalance timeout (= max.poll.interval.ms, as Java and
+    librdkafka send it) on a poll timeout — from the previous generation's GroupMetadata; with
+    `departed_partitions` (what it owned) and a `undetected_basis` note."""
+    departed = F.coalesce(*(F.nullif(F.regexp_extract("prep_reason", _DEPARTED, i), F.lit("")) for i in (1, 2, 3)))
+    timeouts = F.filter(F.col("prev_timeouts"), lambda t: t["member_id"] == departed)
+    expiry = (F.col("cause") == F.lit("heartbeat-expiry")) & (F.col("cause_detail") == F.lit("heartbeat-expiry"))
+    poll = F.col("cause") == F.lit("poll-timeout")
+    timeout_ms = F.when(expiry, timeouts[0]["session_timeout_ms"]).when(poll, timeouts[0]["rebalance_timeout_ms"])
+    silent = expiry | poll
+    basis = F.when(
+        silent & timeout_ms.isNotNull(),
+        F.when(expiry, F.lit("undetected: the expired member's session timeout (since its last heartbeat)")).otherwise(
+            F.lit("undetected: the member's max.poll.interval (rebalance timeout; since its last poll)")
+        ),
+    ).when(silent, F.lit("undetected unknown: the departed member is not in the previous generation's GroupMetadata"))
+    owned = F.filter(F.col("prev_owned"), lambda o: o["member_id"] == departed)
+    return (
+        rows.withColumn("undetected_s", F.when(silent, timeout_ms / F.lit(1000.0)))
+        .withColumn("departed_partitions", F.when(silent & F.col("prev_owned").isNotNull(), F.size(owned)))
+        .withColumn("undetected_basis", basis)
+    )
 
 
 def _with_prepare(rows: DataFrame, broker_log: DataFrame) -> DataFrame:

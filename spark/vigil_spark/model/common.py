@@ -64,8 +64,8 @@ def notes(*parts: Column) -> Column:
 
 
 def observed_rebalances(
-    rows: DataFrame, group_type: str, *, started: Column, stabilized: Column, duration: Column, unavailable: Column,
-    unavailable_s: Column, basis: Column,
+    rows: DataFrame, group_type: str, *, started: Column, stabilized: Column, duration: Column, undetected: Column,
+    unavailable: Column, unavailable_s: Column, basis: Column,
 ) -> DataFrame:  # fmt: skip
     """One `rebalances` row per observed generation or epoch (not a gap), in the table's column order: what the
     classic and the KIP-848 transforms share; they differ in the expressions passed."""
@@ -79,6 +79,7 @@ def observed_rebalances(
         started.alias("started"),
         stabilized.alias("stabilized"),
         duration.alias("duration_s"),
+        undetected.cast("double").alias("undetected_s"),
         "cause",
         "cause_detail",
         "client_reason",

@@ -109,10 +109,17 @@ def consumer_rebalances(consumer_group_records: DataFrame, broker_log: DataFrame
             F.col("pending_s").isNull(),
             F.lit("unavailable unknown: no member assignment records with partitions pending revocation"),
         ).otherwise(F.lit("unavailable: KIP-848, seconds partitions were pending revocation (upper bound)")),
+        F.when(
+            F.col("cause") == F.lit("heartbeat-expiry"),
+            F.lit(
+                "undetected unknown: KIP-848 records carry no session timeout (the fenced member's partitions sat"
+                " idle up to the group's session timeout before this epoch, not counted)"
+            ),
+        ),
     )
     observed_rows = common.observed_rebalances(
         rows, "consumer", started=F.col("start_ts"), stabilized=F.col("end_ts"), duration=duration,
-        unavailable=F.col("pending_partitions"), unavailable_s=F.col("pending_s"), basis=basis,
+        undetected=F.lit(None), unavailable=F.col("pending_partitions"), unavailable_s=F.col("pending_s"), basis=basis,
     )  # fmt: skip
     return observed_rows.unionByName(gaps)
 

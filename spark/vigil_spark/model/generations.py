@@ -51,6 +51,7 @@ def gap_rows(seq: DataFrame, group_type: str, lower_ts: Column, upper_ts: Column
         lower_ts.alias("started"),
         upper_ts.alias("stabilized"),
         F.lit(None).cast("double").alias("duration_s"),
+        F.lit(None).cast("double").alias("undetected_s"),
         F.lit("unknown").alias("cause"),
         F.lit("gap").alias("cause_detail"),
         null_string().alias("client_reason"),

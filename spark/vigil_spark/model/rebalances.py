@@ -29,6 +29,12 @@ between g-1 and g (the revoked set) for the rebalance's duration (the follow-up 
 is a row of its own); KIP-848 — seconds partitions spent in a member's `partitions_pending_revocation`
 (from that member's assignment record listing them until its next assignment record), attributed to the
 epoch whose window contains the record (an upper bound: the old owner may still consume them meanwhile).
+A silent departure starts before its rebalance: a member killed or hung is detected only when its session times
+out (heartbeat expiry), a member that stopped polling leaves only after max.poll.interval (poll timeout). For
+classic groups `undetected_s` is that wait — the departed member's session timeout, or its rebalance timeout
+(the clients send max.poll.interval.ms) — from the previous generation's GroupMetadata, and its partitions count
+as unavailable for it too: from the member's last heartbeat or poll, not from the broker's detection. KIP-848
+records carry no session timeout: `undetected_s` is null there and `basis` says so.
 """
 
 from typing import Final
@@ -61,6 +67,8 @@ SCHEMA: Final = StructType(
         StructField("started", TimestampType()),
         StructField("stabilized", TimestampType()),
         StructField("duration_s", DoubleType()),
+        # seconds the departed member was silent before the rebalance started (its partitions idle, unseen)
+        StructField("undetected_s", DoubleType()),
         StructField("cause", StringType()),
         StructField("cause_detail", StringType()),
         StructField("client_reason", StringType()),

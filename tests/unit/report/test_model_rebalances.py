@@ -250,6 +250,59 @@ def test_partition_unavailability_follows_the_rebalance_protocol(spark: SparkSes
     assert "partitions unknown" in first["basis"]
 
 
+def _with_timeouts(m: Row, session_ms: int, rebalance_ms: int) -> Row:
+    return Row(**{**m.asDict(), "session_timeout_ms": session_ms, "rebalance_timeout_ms": rebalance_ms})
+
+
+@pytest.mark.parametrize(
+    ("departure", "protocol"),
+    [("expiry", "range"), ("expiry", "cooperative-sticky"), ("poll timeout", "range"), ("leave", "range")],
+)
+def test_a_silent_departure_counts_from_the_member_s_last_sign_of_life(
+    spark: SparkSession, departure: str, protocol: str
+) -> None:
+    """A member killed -9 sits unseen for its session timeout before the coordinator notices; one that stopped
+    polling for its max.poll.interval. Its partitions were idle all that time: they count, and `undetected_s`
+    says how long. A plain LeaveGroup is not silent."""
+    g = f"g-silent-{departure.replace(' ', '-')}-{protocol}"
+    session_ms, rebalance_ms = 6000, 9000
+    dead = _with_timeouts(member("dead-1", [("t", 0), ("t", 1)]), session_ms, rebalance_ms)
+    alive = _with_timeouts(member("alive-1", [("t", 2)]), session_ms, rebalance_ms)
+    after = _with_timeouts(member("alive-1", [("t", 0), ("t", 1), ("t", 2)]), session_ms, rebalance_ms)
+    gms = [gm(g, 1, 10.0, [dead, alive], protocol), gm(g, 2, 30.025, [after], protocol)]
+    logs = [log("stabilized", g, 10.0, generation=1, members=2), log("stabilized", g, 30.025, generation=2, members=1)]
+    if departure == "expiry":
+        reason = "removing member dead-1 on heartbeat expiration."
+    else:
+        reason = "explicit `LeaveGroup` request for (dead-1) members."
+        why = "consumer poll timeout has expired." if departure == "poll timeout" else "the consumer is being closed"
+        logs.append(log("member-left", g, 29.999, member_id="dead-1", reason=why))
+    logs.append(log("rebalance-prepared", g, 30.0, generation=1, reason=reason))
+    row = next(r for r in run(spark, gms=gms, logs=logs) if r["generation"] == 2)
+
+    silent_s = {"expiry": session_ms / 1000, "poll timeout": rebalance_ms / 1000}.get(departure)
+    cause = {"expiry": "heartbeat-expiry", "poll timeout": "poll-timeout", "leave": "left"}[departure]
+    assert (row["cause"], row["undetected_s"]) == (cause, silent_s)
+    owned_before = {(m["member_id"], a["topic"], a["partition"]) for m in (dead, alive) for a in m["assigned"]}
+    owned_after = {(after["member_id"], a["topic"], a["partition"]) for a in after["assigned"]}
+    moved = owned_before if protocol == "range" else owned_before - owned_after
+    expected = len(moved) * row["duration_s"] + len(dead["assigned"]) * (silent_s or 0)
+    assert row["duration_s"] == pytest.approx(0.025)
+    assert row["unavailable_partition_s"] == pytest.approx(expected)
+    assert ("undetected:" in row["basis"]) is (silent_s is not None), row["basis"]
+
+
+def test_an_expiry_without_the_previous_generation_says_its_undetected_time_is_unknown(spark: SparkSession) -> None:
+    g = "g-silent-unknown"
+    logs = [
+        log("rebalance-prepared", g, 30.0, generation=1, reason="removing member dead-1 on heartbeat expiration."),
+        log("stabilized", g, 30.5, generation=2, members=1),
+    ]
+    row = next(r for r in run(spark, logs=logs) if not r["gap"])
+    assert (row["cause"], row["undetected_s"]) == ("heartbeat-expiry", None)
+    assert "undetected unknown" in row["basis"]
+
+
 def _record(group: str, kind: int, seconds: float, offset: int, **fields: Any) -> Row:
     values: dict[str, Any] = {
         "cluster": CLUSTER,
