@@ -21,11 +21,6 @@ _OWNED: Final = ArrayType(
     )
 )
 _ASSIGNED: Final = "array<struct<topic:string,partition:int>>"
-#: The one member a departure's `Preparing to rebalance` reason names (an expiry, a 3.9 or 4.x LeaveGroup).
-_DEPARTED: Final = (
-    r"^(?:removing member (\S+) on heartbeat expiration|Removing member (\S+) on LeaveGroup"
-    r"|explicit `LeaveGroup` request for \(([^,() ]+)\) members)"
-)
 
 
 def _owned_by(members: Column) -> Column:
@@ -138,7 +133,7 @@ def classic_rebalances(group_metadata: DataFrame, broker_log: DataFrame) -> Data
         )
     )
     duration = common.seconds_between(F.col("stab_ts"), F.col("prep_ts"))
-    rows = _with_undetected(rows)
+    rows = _with_undetected(rows.withColumn("trigger_members", common.trigger_members(F.col("prep_reason"))))
     eager = F.col("rebalance_protocol") == F.lit("eager")
     coop = F.col("rebalance_protocol") == F.lit("cooperative")
     unavailable = (
@@ -176,7 +171,7 @@ def _with_undetected(rows: DataFrame) -> DataFrame:
     its session timeout on a heartbeat expiry, its rebalance timeout (= max.poll.interval.ms, as Java and
     librdkafka send it) on a poll timeout — from the previous generation's GroupMetadata; with
     `departed_partitions` (what it owned) and a `undetected_basis` note."""
-    departed = F.coalesce(*(F.nullif(F.regexp_extract("prep_reason", _DEPARTED, i), F.lit("")) for i in (1, 2, 3)))
+    departed = F.when(F.size("trigger_members") == 1, F.col("trigger_members")[0])
     timeouts = F.filter(F.col("prev_timeouts"), lambda t: t["member_id"] == departed)
     expiry = (F.col("cause") == F.lit("heartbeat-expiry")) & (F.col("cause_detail") == F.lit("heartbeat-expiry"))
     poll = F.col("cause") == F.lit("poll-timeout")

@@ -27,6 +27,16 @@ def client_reason(reason: Column) -> Column:
     return F.when(reason.rlike(bl.CLIENT_REASON_PATTERN), found)
 
 
+def trigger_members(reason: Column) -> Column:
+    """The member ids a `rebalance-prepared` reason names as its trigger, as `broker_log.trigger_members` reads
+    them (an empty array when none)."""
+    result: Column = F.array().cast("array<string>")
+    for pattern in reversed(bl.TRIGGER_PATTERNS):
+        found = F.split(F.regexp_extract(reason, pattern, 1), ", ")
+        result = F.when(reason.rlike(pattern), found).otherwise(result)
+    return F.when(reason.isNull(), F.array().cast("array<string>")).otherwise(result)
+
+
 def left_cause(client: Column) -> Column:
     """ "left", refined by the client's reason exactly as `broker_log.left_cause` does."""
     return first_match(client, bl.CLIENT_REASON_RULES, "left")
@@ -83,6 +93,7 @@ def observed_rebalances(
         "cause",
         "cause_detail",
         "client_reason",
+        "trigger_members",
         F.col("members_before").cast("int").alias("members_before"),
         F.col("members_after").cast("int").alias("members_after"),
         "protocol",

@@ -177,6 +177,7 @@ def _with_consumer_cause(rows: DataFrame, records: DataFrame, broker_log: DataFr
         F.col("ts").alias("e_ts"),
         F.col("event").alias("e_event"),
         F.col("reason").alias("e_reason"),
+        F.col("member_id").alias("e_member"),
     )
     cond = (
         (F.col("e_cluster") == F.col("cluster"))
@@ -195,6 +196,7 @@ def _with_consumer_cause(rows: DataFrame, records: DataFrame, broker_log: DataFr
         F.col("log_offset").alias("d_offset"),
         F.col("log_ts").alias("d_ts"),
         F.col("delta").alias("d_delta"),
+        F.col("member_id").alias("d_member"),
     )
     same_batch = (
         (F.col("d_cluster") == F.col("cluster"))
@@ -226,6 +228,12 @@ def _with_consumer_cause(rows: DataFrame, records: DataFrame, broker_log: DataFr
             F.when(
                 F.col("e_event").isin("consumer-member-left", "consumer-member-fenced"), F.col("e_reason")
             ).otherwise(generations.null_string()),
+        )
+        .withColumn(
+            "trigger_members",
+            F.when(has_log & F.col("e_member").isNotNull(), F.array("e_member"))
+            .when(~has_log & F.col("d_member").isNotNull(), F.array("d_member"))
+            .otherwise(F.array().cast("array<string>")),
         )
         .withColumn(
             "cause_basis",

@@ -55,6 +55,7 @@ def gap_rows(seq: DataFrame, group_type: str, lower_ts: Column, upper_ts: Column
         F.lit("unknown").alias("cause"),
         F.lit("gap").alias("cause_detail"),
         null_string().alias("client_reason"),
+        F.lit(None).cast("array<string>").alias("trigger_members"),
         F.lit(None).cast("int").alias("members_before"),
         F.lit(None).cast("int").alias("members_after"),
         F.col("protocol"),

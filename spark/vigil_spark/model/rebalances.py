@@ -23,6 +23,11 @@ expiry, unknown) with a vigil `eviction-done`/`member-removed` event just before
 Without a log line the cause is "unknown" — the `basis` column says which source every figure came from and
 why one is null.
 
+Trigger. `trigger_members`: the member id(s) the broker names — classic: in the `Preparing to rebalance`
+reason (`broker_log.TRIGGER_PATTERNS`: the member added, updated, expired or leaving); KIP-848: the member line
+before the bump, else the member record appended with the epoch. `trigger_pods`: their pods, where vigil's events
+place them (a sidecar's own member, a member the operator removed, the operator's group snapshots).
+
 Partition unavailability (an approximation, stated in `basis`): eager — every partition the group owned
 before (generation g-1) for the whole rebalance; cooperative — only the partitions whose owner changed
 between g-1 and g (the revoked set) for the rebalance's duration (the follow-up rebalance that hands them out
@@ -42,6 +47,7 @@ from typing import Final
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     DoubleType,
     IntegerType,
@@ -55,6 +61,9 @@ from vigil_spark.model import classic, common, consumer
 
 #: The vigil events that remove a member.
 VIGIL_REMOVALS: Final = ("eviction-done", "member-removed")
+
+#: The part of a group-snapshot payload that pairs members with pods.
+_SNAPSHOT_MEMBERS: Final = "struct<members:array<struct<member:struct<member_id:string>,pod:string>>>"
 
 SCHEMA: Final = StructType(
     [
@@ -72,6 +81,8 @@ SCHEMA: Final = StructType(
         StructField("cause", StringType()),
         StructField("cause_detail", StringType()),
         StructField("client_reason", StringType()),
+        StructField("trigger_members", ArrayType(StringType())),  # the member id(s) the broker names as its trigger
+        StructField("trigger_pods", ArrayType(StringType())),  # their pods, as vigil's events matched them
         StructField("members_before", IntegerType()),
         StructField("members_after", IntegerType()),
         StructField("protocol", StringType()),  # the assignor
@@ -95,9 +106,41 @@ def rebalances(
     """Every rebalance of every group (see the module doc); columns as `SCHEMA`."""
     classic_rows = classic.classic_rebalances(group_metadata, broker_log)
     consumer_rows = consumer.consumer_rebalances(consumer_group_records, broker_log)
-    both = classic_rows.unionByName(consumer_rows)
+    both = with_trigger_pods(classic_rows.unionByName(consumer_rows), vigil_events)
     return attribute_vigil(both, vigil_events, before_s=vigil_before_s, after_s=vigil_after_s).select(
         *SCHEMA.fieldNames()
+    )
+
+
+def member_pods(vigil_events: DataFrame) -> DataFrame:
+    """(cluster, group, member_id, pod) for every member vigil's events place in a pod: a sidecar's own member,
+    a member the operator removed, the members of the operator's group snapshots."""
+    named = vigil_events.filter(F.col("member_id").isNotNull() & F.col("pod").isNotNull()).select(
+        "cluster", "group", "member_id", "pod"
+    )
+    snapshot = F.from_json("payload_json", _SNAPSHOT_MEMBERS)
+    in_snapshots = (
+        vigil_events.filter(F.col("type") == F.lit("group-snapshot"))
+        .select("cluster", "group", F.explode(snapshot["members"]).alias("m"))
+        .select("cluster", "group", F.col("m.member.member_id").alias("member_id"), F.col("m.pod").alias("pod"))
+        .filter(F.col("member_id").isNotNull() & F.col("pod").isNotNull())
+    )
+    return named.unionByName(in_snapshots).groupBy("cluster", "group", "member_id").agg(F.max("pod").alias("pod"))
+
+
+def with_trigger_pods(rebalances: DataFrame, vigil_events: DataFrame) -> DataFrame:
+    """`trigger_pods`: the pods of the trigger members that vigil's events place (null when none is known)."""
+    pods = (
+        member_pods(vigil_events)
+        .groupBy(F.col("cluster").alias("p_cluster"), F.col("group").alias("p_group"))
+        .agg(F.map_from_entries(F.collect_list(F.struct("member_id", "pod"))).alias("p_pods"))
+    )
+    on = (F.col("p_cluster") == F.col("cluster")) & (F.col("p_group") == F.col("group"))
+    found = F.array_compact(F.transform("trigger_members", lambda m: F.try_element_at(F.col("p_pods"), m)))
+    return (
+        rebalances.join(pods, on, "left")
+        .withColumn("trigger_pods", F.when(F.size(found) > 0, found))
+        .drop("p_cluster", "p_group", "p_pods")
     )
 
 

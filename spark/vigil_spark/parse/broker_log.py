@@ -100,6 +100,20 @@ CLIENT_REASON_RULES: Final[tuple[tuple[str, str], ...]] = (
     ("poll-timeout", r"(?i)poll timeout"),
 )
 
+#: Where a `rebalance-prepared` reason names the member(s) that triggered it; the first that matches wins, its
+#: group is one id or a ", "-separated list (a LeaveGroup or pending-sync expiry of several).
+TRIGGER_PATTERNS: Final[tuple[str, ...]] = (
+    r"^Adding new member (\S+) with ",
+    r"^Member (\S+) (?:is )?joining group ",
+    r"^Updating metadata for (?:static )?member (\S+) ",
+    r"^Leader (\S+) re-joining group ",
+    r"because static member (\S+) with instance id ",
+    r"^removing member (\S+) on heartbeat expiration",
+    r"^Removing \[([^\]]+)\] on pending sync request expiration",
+    r"^explicit `LeaveGroup` request for \(([^)]+)\) members",
+    r"^Removing member (\S+) on LeaveGroup",
+)
+
 #: The text a client reason has when the client sent none.
 NO_CLIENT_REASON: Final = "not provided"
 
@@ -441,6 +455,15 @@ def client_reason(reason: str | None) -> str | None:
         return None
     match = re.search(CLIENT_REASON_PATTERN, reason)
     return match.group(1) if match else None
+
+
+def trigger_members(reason: str | None) -> tuple[str, ...]:
+    """The member ids a `rebalance-prepared` reason names as its trigger (`TRIGGER_PATTERNS`; none if none)."""
+    for pattern in TRIGGER_PATTERNS:
+        match = re.search(pattern, reason or "")
+        if match:
+            return tuple(match.group(1).split(", "))
+    return ()
 
 
 def left_cause(client: str | None) -> str:

@@ -369,6 +369,35 @@ CAUSES = [
 ]  # fmt: skip
 
 
+#: The member ids each reason of `CAUSES` names as its trigger.
+TRIGGERS = {
+    "Adding new member m-1 with group instance id null; client reason: not provided": ("m-1",),
+    "Adding new member pod-0-1 with group instance id Some(pod-0); client reason: x": ("pod-0-1",),
+    "Updating metadata for member m-1 during Stable; client reason: not provided": ("m-1",),
+    "Leader m-1 re-joining group during Stable; client reason: not provided": ("m-1",),
+    "Updating metadata for static member pod-0-2 with instance id pod-0; client reason: not provided": ("pod-0-2",),
+    "Group's selectedProtocol will change because static member pod-0-2 with instance id pod-0 joined with change "
+    "of protocol; client reason: not provided": ("pod-0-2",),
+    "removing member m-1 on heartbeat expiration.": ("m-1",),
+    "removing member m-1 on heartbeat expiration": ("m-1",),
+    "Removing [m-1, m-2] on pending sync request expiration": ("m-1", "m-2"),
+    "explicit `LeaveGroup` request for (m-1) members.": ("m-1",),
+    "Removing member m-1 on LeaveGroup; client reason: the consumer is being closed": ("m-1",),
+    "Removing member m-1 on LeaveGroup; client reason: consumer poll timeout has expired.": ("m-1",),
+    "Removing member m-1 on LeaveGroup; client reason: vigil: no poll for 42.1s (stall timeout 30s)": ("m-1",),
+}
+
+
+@pytest.mark.parametrize(("reason", "cause", "detail"), CAUSES)
+def test_rebalance_reasons_name_their_trigger_members(reason: str, cause: str, detail: str) -> None:
+    assert bl.trigger_members(reason) == TRIGGERS.get(reason, ()), (cause, detail)
+
+
+def test_a_leave_of_several_members_names_them_all() -> None:
+    assert bl.trigger_members("explicit `LeaveGroup` request for (a-1, b-2, c-3) members.") == ("a-1", "b-2", "c-3")
+    assert bl.trigger_members(None) == ()
+
+
 @pytest.mark.parametrize(("reason", "cause", "detail"), CAUSES)
 def test_rebalance_reasons_map_to_causes(reason: str, cause: str, detail: str) -> None:
     assert bl.reason_cause(reason) == (cause, detail)

@@ -403,6 +403,29 @@ def test_spark_classifies_reasons_exactly_as_the_parser_does(spark: SparkSession
     assert got == {r: bl.reason_cause(r) for r, _, _ in cases}
 
 
+def test_spark_reads_trigger_members_exactly_as_the_parser_does(spark: SparkSession) -> None:
+    reasons = [r for r, _, _ in _causes_table()] + ["explicit `LeaveGroup` request for (a-1, b-2) members.", None]
+    df = spark.createDataFrame([(r,) for r in reasons], "reason string")
+    got = {r[0]: tuple(r[1]) for r in df.select("reason", common.trigger_members(df["reason"])).collect()}
+    assert got == {r: bl.trigger_members(r) for r in reasons}
+
+
+def test_trigger_pods_come_from_vigil_s_events_and_the_operator_s_snapshots(spark: SparkSession) -> None:
+    g = "g-pods"
+    logs = []
+    for n, reason in enumerate(["Adding new member a-1 with group instance id null", "removing member a-1 on heartbeat "
+                                "expiration.", "Adding new member b-1 with group instance id null",
+                                "explicit `LeaveGroup` request for (b-1, c-1) members."]):  # fmt: skip
+        logs += [log("rebalance-prepared", g, 10.0 * n + 10, generation=n, reason=reason),
+                 log("stabilized", g, 10.0 * n + 11, generation=n + 1, members=1)]  # fmt: skip
+    own = Row(**{**event("stall-ended", g, 1.0, "a-1").asDict(), "pod": "pod-a"})
+    snapshot = {"members": [{"member": {"member_id": "b-1"}, "host": "/10.0.0.2", "pod": "pod-b"},
+                            {"member": {"member_id": "x-1"}, "host": "/10.0.0.3", "pod": None}]}  # fmt: skip
+    rows = run(spark, logs=logs, events=[own, event("group-snapshot", g, 25.0, payload=snapshot)])
+    got = [(r["trigger_members"], r["trigger_pods"]) for r in rows]
+    assert got == [(["a-1"], ["pod-a"]), (["a-1"], ["pod-a"]), (["b-1"], ["pod-b"]), (["b-1", "c-1"], ["pod-b"])]
+
+
 def test_empty_inputs_give_an_empty_table_with_the_schema(spark: SparkSession) -> None:
     out = rebalances.rebalances(
         frame(spark, [], "group_metadata"),
