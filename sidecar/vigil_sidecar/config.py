@@ -5,6 +5,7 @@ never becomes a crash loop of tracebacks).
 """
 
 import argparse
+import sys
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from vigil_core import liveness, rules
+from vigil_core import liveness, markdown, rules
 from vigil_core import settings as settings_loader
 from vigil_core.bridge.engine import BridgeConfig
 from vigil_core.errors import ConfigError
@@ -270,3 +271,35 @@ SETTING_VARIABLES = {
     rules.MAX_POLL: f"{ENV_PREFIX}MAX_POLL_INTERVAL_SECONDS",
     rules.STALL_TIMEOUT: f"{ENV_PREFIX}STALL_TIMEOUT_SECONDS",
 }
+
+
+#: The line in docs/sidecar.md above which the text is hand-written; below it, `reference()`.
+MARKER = "<!-- generated below by `python -m vigil_sidecar.config` (make generate-docs); do not edit by hand -->"
+
+
+def reference() -> str:
+    """Every setting as the docs' Markdown tables: the same text as `--help`, from the same models."""
+    kafka = settings_loader.describe(
+        KafkaConnection, prefix=security.ENV_PREFIX, sections={"bootstrap_servers": KAFKA_SECTION}, flags=False
+    )
+    own = settings_loader.describe(SidecarSettings, prefix=ENV_PREFIX, sections=SECTIONS)
+    return settings_loader.markdown_reference([*own, *kafka])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m vigil_sidecar.config`: print the settings reference, or refresh or check docs/sidecar.md's."""
+    parser = argparse.ArgumentParser(
+        prog="python -m vigil_sidecar.config",
+        description="Print the sidecar's settings reference (docs/sidecar.md), or refresh a document's or check it.",
+    )
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--write", metavar="FILE", help="rewrite FILE below its marker line")
+    target.add_argument("--check", metavar="FILE", help="exit 1 when FILE below its marker is stale")
+    args = parser.parse_args(argv)
+    return markdown.reference(
+        reference(), MARKER, write=args.write, check=args.check, prog=parser.prog, how="make generate-docs"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,16 +1,21 @@
-"""`vigil sidecar --help`: every setting with its meaning, default and env var, from one source (the settings
-models), never a secret's value."""
+"""`vigil sidecar --help` and docs/sidecar.md's settings reference: every setting with its meaning, default and env
+var, from one source (the settings models), never a secret's value."""
 
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from vigil_cli import cli
+from vigil_core import markdown
 from vigil_core.kafka.security import KafkaConnection
 from vigil_sidecar import config
 from vigil_sidecar.config import SidecarSettings
+
+ROOT = Path(__file__).resolve().parents[3]
+DOC = ROOT / "docs" / "sidecar.md"
 
 #: What the help says for the defaults that are not a plain value: computed, or what unset means.
 WORDED_DEFAULTS = {
@@ -92,3 +97,31 @@ def test_vigil_sidecar_help_is_the_sidecars(capsys: pytest.CaptureFixture[str]) 
         cli.main(["sidecar", "--help"])
     assert info.value.code == 0
     assert capsys.readouterr().out == config.build_parser().format_help()
+
+
+def test_the_committed_reference_is_the_generators_output() -> None:
+    document = DOC.read_text()
+    fresh = markdown.splice(document, config.MARKER, config.reference())
+    assert fresh == document, (
+        "docs/sidecar.md is stale: run make generate-docs (python -m vigil_sidecar.config --write)"
+    )
+
+
+def test_the_reference_has_a_row_per_setting() -> None:
+    rows = config.reference().splitlines()
+    for name in SidecarSettings.model_fields:
+        assert sum(r.startswith(f"| `VIGIL_{name.upper()}` | `--{name.replace('_', '-')} ") for r in rows) == 1
+    for name in KafkaConnection.model_fields:
+        assert sum(r.startswith(f"| `VIGIL_KAFKA_{name.upper()}` | — (env only) |") for r in rows) == 1
+
+
+def test_check_names_a_stale_document_and_write_refreshes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stale = tmp_path / "sidecar.md"
+    stale.write_text(f"# preamble\n\n{config.MARKER}\n\nold table\n")
+    assert config.main(["--check", str(stale)]) == 1
+    assert capsys.readouterr().err.endswith(f"{stale} is stale (run: make generate-docs)\n")
+    assert config.main(["--write", str(stale)]) == 0
+    assert stale.read_text() == f"# preamble\n\n{config.MARKER}\n\n{config.reference()}"
+    assert config.main(["--check", str(stale)]) == 0
