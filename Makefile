@@ -10,17 +10,18 @@ PYTEST := $(BIN)/python -m pytest
 ARTIFACTS := test-artifacts
 
 .PHONY: help setup stack-deps lint typecheck test test-unit test-images test-kafka test-kafka3 test-kube test-e2e test-demo \
-	test-spark demo bench clean generate-crds verify-crds images lock
+	test-spark demo bench clean generate-crds verify-crds generate-docs verify-docs images lock
 
 help:
 	@echo "make demo   - the whole story on a real stack: Kafka, Kubernetes with a real node, vigil by helm; down"
 	@echo "make test   - install everything, then lint and every suite (unit, images, Kafka, Kubernetes, e2e, demo, Spark)"
 	@echo "make setup  - only the installs (venv, Kafka jars, Kubernetes from Go modules, Spark jars, images) — cached in $(VIGIL_CACHE)"
-	@echo "make lint   - ruff check, ruff format --check, mypy --strict, import-linter, verify-crds"
+	@echo "make lint   - ruff check, ruff format --check, mypy --strict, import-linter, verify-crds, verify-docs"
 	@echo "make typecheck - mypy --strict alone"
 	@echo "make test-unit | test-images | test-kafka | test-kafka3 | test-kube | test-e2e | test-demo | test-spark - one suite (tests/README.md)"
 	@echo "make bench  - benchmarks (never part of make test)"
 	@echo "make generate-crds - copy the canonical crds/*.yaml into the operator package and the chart; verify-crds checks they agree"
+	@echo "make generate-docs - the sidecar's settings reference in docs/sidecar.md, from its settings model; verify-docs checks it"
 	@echo "make images - build the four images without Docker (mmdebstrap, umoci, skopeo; root) into $(VIGIL_CACHE)/images/out"
 	@echo "make lock   - regenerate images/*.lock (the images' hash-pinned dependencies)"
 	@echo "make clean  - remove the venv, test artifacts and tool caches (not $(VIGIL_CACHE))"
@@ -44,7 +45,7 @@ setup: $(BIN)/vigil stack-deps images
 typecheck: $(BIN)/vigil
 	@scripts/timed "mypy --strict" $(BIN)/mypy core/vigil_core sidecar/vigil_sidecar operator/vigil_operator spark/vigil_spark cli/vigil_cli dev/vigil_dev dev/testapps/vigil_testapps
 
-lint: $(BIN)/vigil typecheck verify-crds
+lint: $(BIN)/vigil typecheck verify-crds verify-docs
 	@scripts/timed "ruff" $(BIN)/ruff check .
 	@scripts/timed "ruff format --check" $(BIN)/ruff format --check .
 	@scripts/timed "import-linter" $(BIN)/lint-imports
@@ -70,6 +71,15 @@ verify-crds: $(BIN)/vigil
 	@diff -rq crds $(CHART_CRDS) >/dev/null || { \
 	  echo "verify-crds: $(CHART_CRDS)/ differs from the canonical crds/ (run: make generate-crds)"; exit 1; }
 	@$(BIN)/vigil crd reference --check $(CRD_REFERENCE)
+
+# docs/sidecar.md below its marker line is the settings reference of the sidecar's settings models (--help's text).
+SIDECAR_REFERENCE := docs/sidecar.md
+
+generate-docs: $(BIN)/vigil
+	@$(BIN)/python -m vigil_sidecar.config --write $(SIDECAR_REFERENCE)
+
+verify-docs: $(BIN)/vigil
+	@$(BIN)/python -m vigil_sidecar.config --check $(SIDECAR_REFERENCE)
 
 # The images: OCI and docker archives per image under $(VIGIL_CACHE)/images/out/ (docs/development.md#images)
 images: $(BIN)/vigil stack-deps

@@ -11,11 +11,11 @@ import sys
 import time
 from collections.abc import Sequence
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
+from vigil_core import markdown
 from vigil_operator import crd_reference
 
 RESOURCE = "crds/consumergroups.vigil.dev.yaml"
@@ -62,22 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def reference(write: str | None, check: str | None) -> int:
     """Print the Markdown reference, or bring FILE up to date below its marker (`--write`), or say it is stale."""
     rendered = crd_reference.render(load())
-    path = write or check
-    if path is None:
-        sys.stdout.write(rendered)
-        return 0
-    try:
-        document = Path(path).read_text(encoding="utf-8")
-        fresh = crd_reference.splice(document, rendered)
-    except (OSError, ValueError) as exc:
-        print(f"vigil crd reference: {path}: {exc}", file=sys.stderr)
-        return 1
-    if check is not None and fresh != document:
-        print(f"vigil crd reference: {path} is stale (run: make generate-crds)", file=sys.stderr)
-        return 1
-    if write is not None and fresh != document:
-        Path(path).write_text(fresh, encoding="utf-8")
-    return 0
+    return markdown.reference(
+        rendered, crd_reference.MARKER, write=write, check=check, prog="vigil crd reference", how="make generate-crds"
+    )
 
 
 def apply(kubeconfig: str | None, timeout: float) -> int:

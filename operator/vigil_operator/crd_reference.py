@@ -6,10 +6,11 @@ the printer columns. Schema order is kept, so the output is a function of the fi
 """
 
 import json
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from vigil_core import markdown
 
 #: The line in docs/consumergroup.md above which the text is hand-written; everything below it is generated.
 MARKER = "<!-- generated below by `vigil crd reference` (make generate-crds); do not edit by hand -->"
@@ -45,7 +46,7 @@ def render(crd: Mapping[str, Any]) -> str:
     title = f"{names['kind']} `{spec['group']}/{version['name']}`"
     parts = [f"# {title}", ""]
     if root.get("description"):
-        parts += [_text(root["description"]), ""]
+        parts += [markdown.one_line(root["description"]), ""]
     parts += [_printer_columns(version.get("additionalPrinterColumns") or [], names), ""]
     for heading, rows, rules in sections(root):
         parts += [f"## `{heading}`", "", _HEADER, *(_row(r) for r in rows), ""]
@@ -54,7 +55,11 @@ def render(crd: Mapping[str, Any]) -> str:
                 f"Validation rules (CEL) of `{heading}`: the apiserver refuses the resource with the message.",
                 "",
             ]
-            parts += ["| Where | Message |", "|---|---|", *(_cells([f"`{r.where}`", _text(r.message)]) for r in rules)]
+            parts += [
+                "| Where | Message |",
+                "|---|---|",
+                *(markdown.cells([f"`{r.where}`", markdown.one_line(r.message)]) for r in rules),
+            ]
             parts.append("")
     return "\n".join(parts).rstrip("\n") + "\n"
 
@@ -114,14 +119,16 @@ def _all_rules(rows: list[Row]) -> list[Rule]:
 def _row(row: Row) -> str:
     s = row.schema
     default = f"`{_value(s['default'])}`" if "default" in s else ""
-    return _cells(
-        [f"`{row.path}`", type_of(s), default, allowed(s), "yes" if row.required else "", _text(s.get("description"))]
+    return markdown.cells(
+        [
+            f"`{row.path}`",
+            type_of(s),
+            default,
+            allowed(s),
+            "yes" if row.required else "",
+            markdown.one_line(s.get("description")),
+        ]
     )
-
-
-def _cells(cells: list[str]) -> str:
-    """A table row; `|` escaped in every cell (GitHub needs it even inside code spans)."""
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
 def type_of(s: Schema) -> str:
@@ -189,11 +196,6 @@ def _value(v: Any) -> str:
     return json.dumps(v, separators=(", ", ": "))
 
 
-def _text(text: Any) -> str:
-    """One line of Markdown: whitespace collapsed; `<` escaped so `<pod>` is not taken for HTML."""
-    return re.sub(r"\s+", " ", str(text or "")).strip().replace("<", "\\<")
-
-
 def _printer_columns(columns: list[Mapping[str, Any]], names: Mapping[str, Any]) -> str:
     short = (names.get("shortNames") or [names["plural"]])[0]
     lines = [
@@ -204,14 +206,6 @@ def _printer_columns(columns: list[Mapping[str, Any]], names: Mapping[str, Any])
     ]
     for c in columns:
         shown = "always" if not c.get("priority") else "`-o wide`"
-        cells = [c["name"], c["type"], f"`{c['jsonPath']}`", shown, _text(c.get("description"))]
-        lines.append(_cells(cells))
+        cells = [c["name"], c["type"], f"`{c['jsonPath']}`", shown, markdown.one_line(c.get("description"))]
+        lines.append(markdown.cells(cells))
     return "\n".join(lines)
-
-
-def splice(document: str, reference: str) -> str:
-    """`document` up to and including its MARKER line, then `reference` (the hand-written preamble is kept)."""
-    head, found, _ = document.partition(MARKER + "\n")
-    if not found:
-        raise ValueError(f"no marker line {MARKER!r}: the generator owns only what is below it")
-    return f"{head}{MARKER}\n\n{reference}"

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vigil_core import settings
 from vigil_core.events import EVENTS_TOPIC_DEFAULT
+from vigil_core.settings import Unset
 from vigil_core.version import VERSION
 from vigil_operator.domain.injection import InjectionConfig
 
@@ -23,7 +24,7 @@ Lease holder and in kopf's logs."""
 
 
 class OperatorSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     resync_seconds: Annotated[float, Field(ge=1, le=3600)] = 30.0
     """How often each group is described (also at once on every spec change); its status is written when it changes."""
@@ -37,22 +38,30 @@ class OperatorSettings(BaseModel):
     events_topic: str = EVENTS_TOPIC_DEFAULT
     """Where the sidecars publish stalls (read) and the operator publishes group snapshots ("" = off)."""
     sidecar_image: str = f"vigil-sidecar:{VERSION}"
+    """The injected sidecar's image (a ConsumerGroup's `spec.sidecar.image` overrides it)."""
     reject_unknown_group: bool = False
     """A labelled pod naming a ConsumerGroup that does not exist: reject it (else admit it unchanged, warn)."""
     state_dir: Path = Path("/tmp/vigil-operator")  # noqa: S108 - private 0700 dir for credential files
     """Where the operator keeps the Kafka credentials it reads from Secrets (mode 0600)."""
     metrics_bind: str = "0.0.0.0"  # noqa: S104 - scraped from outside the pod
+    """Where Prometheus `/metrics` listens: every address, as it is scraped from outside the pod."""
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 8081
-    """Prometheus `/metrics` (0: off)."""
+    """Prometheus `/metrics` port (0: off)."""
     webhook: bool = True
+    """Serve the admission webhooks: sidecar injection into pods, and the ConsumerGroup checks CEL cannot make."""
     webhook_bind: str = "0.0.0.0"  # noqa: S104 - the apiserver calls in from outside the pod
+    """Where the webhooks listen: every address, as the apiserver calls in from outside the pod."""
     webhook_port: Annotated[int, Field(ge=1, le=65535)] = 9443
-    webhook_host: str | None = None
+    """The webhooks' HTTPS port."""
+    webhook_host: Annotated[str | None, Unset("the bind address, 127.0.0.1 when that is every address")] = None
     """The host name the apiserver uses to reach the webhook (managed mode: written into the configuration)."""
-    webhook_cert: Path | None = None
-    """PEM certificate (e.g. from the chart / cert-manager); generated with a throwaway CA when absent."""
-    webhook_key: Path | None = None
+    webhook_cert: Annotated[Path | None, Unset("generated with a throwaway CA")] = None
+    """The webhooks' PEM certificate (e.g. from the chart / cert-manager), with its key."""
+    webhook_key: Annotated[Path | None, Unset("generated with the certificate")] = None
+    """The PEM key of the webhooks' certificate."""
     webhook_ca: Path | None = None
+    """The CA that signed the webhooks' certificate, for the webhook configurations (managed mode); a generated
+    certificate's is its throwaway CA."""
     webhook_managed: bool = False
     """Write the (Mutating|Validating)WebhookConfiguration itself (local runs); the chart owns it in production."""
     webhook_failure_policy: Literal["Ignore", "Fail"] = "Ignore"

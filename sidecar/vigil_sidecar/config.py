@@ -5,6 +5,7 @@ never becomes a crash loop of tracebacks).
 """
 
 import argparse
+import sys
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -12,22 +13,23 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from vigil_core import liveness, rules
+from vigil_core import liveness, markdown, rules
 from vigil_core import settings as settings_loader
 from vigil_core.bridge.engine import BridgeConfig
 from vigil_core.errors import ConfigError
+from vigil_core.kafka import security
 from vigil_core.kafka.security import KafkaConnection
 from vigil_core.liveness import CLIENT_DEFAULT_HEARTBEAT_SECONDS, ForeignRebalance, Signal, StallAction
+from vigil_core.settings import Unset
 from vigil_core.sidecar_contract import DEFAULT_BEACON_PORT, DEFAULT_HEALTH_PORT, ENV_PREFIX, NO_BROKER_LIMITS
 from vigil_sidecar.watchdog.state import WatchdogConfig
 
 
 class BudgetMode(StrEnum):
+    """`SidecarSettings.budget`: what each mode means is said there (the help and the docs show it)."""
+
     LEASE = "lease"
-    """An eviction needs a permit from the group's Lease (pre-created by the operator): at most
-    max_concurrent_evictions per cooldown, none in a systemic stall. Without API access: alert only."""
     NONE = "none"
-    """No budget: every sidecar evicts on its own. Only for a single consumer outside Kubernetes (and tests)."""
 
 
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -35,65 +37,84 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 
 
 class SidecarSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     group_id: Annotated[str, Field(min_length=1)]
     """The consumer group of the app next to this sidecar."""
     pod_name: Annotated[str, Field(min_length=1)]
     """This pod's name (downward API): the identity a member must be proven to have."""
     namespace: str | None = None
+    """This pod's namespace (downward API), named in its events; unset, the budget's Lease is looked up in the
+    service account's namespace."""
     instance_id: str | None = None
-    """The app's `group.instance.id` when it is a static member."""
+    """The app's `group.instance.id` when it is a static member (unset: a dynamic member)."""
     stall_timeout_seconds: Seconds = liveness.DEFAULT_STALL_TIMEOUT_SECONDS
     """No poll for this long → the app counts as stalled."""
     signal: Signal = liveness.DEFAULT_SIGNAL
-    """How the app's liveness is seen: beacon (default), progress (no app change) or stats (librdkafka's
-    statistics forwarded by the app)."""
-    action: StallAction | None = None
-    """What to do about a stall: leave-group (compare-and-remove), restart (fail the app's probe), alert.
-    Default: leave-group with the beacon and stats signals (both see the app's own consumption), alert with the
-    progress signal (committed offsets only suggest)."""
-    cooldown_seconds: Seconds | None = None
-    """At most one action per member within this long (default: 2 × stall timeout)."""
-    check_interval_seconds: Seconds | None = None
-    """The longest the watchdog sleeps (default: a quarter of the stall timeout, at most 5 s)."""
+    """How the app's liveness is seen: beacon (the app's helper reports each poll), progress (no app change:
+    committed offsets) or stats (librdkafka's statistics forwarded by the app)."""
+    action: Annotated[StallAction | None, Unset("leave-group, alert with the progress signal")] = None
+    """What to do about a stall: leave-group (compare-and-remove the member), restart (fail the app's liveness
+    probe), alert (an event only). The default follows the signal: beacons and statistics show the app's own
+    consumption, committed offsets only suggest a stall."""
+    cooldown_seconds: Annotated[Seconds | None, Unset("2 × stall timeout")] = None
+    """At most one action per member within this long."""
+    check_interval_seconds: Annotated[Seconds | None, Unset("stall timeout / 4, at most 5")] = None
+    """The longest the watchdog sleeps between checks."""
     session_timeout_seconds: Seconds = 45.0
-    """The app's `session.timeout.ms` in seconds (classic groups)."""
-    heartbeat_interval_seconds: Seconds | None = None
-    max_poll_interval_seconds: Seconds | None = None
+    """The app's `session.timeout.ms` in seconds (classic groups; a KIP-848 group has its own)."""
+    heartbeat_interval_seconds: Annotated[
+        Seconds | None, Unset(f"the client's, {CLIENT_DEFAULT_HEARTBEAT_SECONDS:g}")
+    ] = None
+    """The app's `heartbeat.interval.ms` in seconds; a bridge heartbeats at this pace."""
+    max_poll_interval_seconds: Annotated[
+        Seconds | None, Unset(f"the client's, {rules.CLIENT_DEFAULTS[rules.MAX_POLL] / 1000:g}")
+    ] = None
+    """The app's `max.poll.interval.ms` in seconds."""
     group_protocol: rules.GroupProtocol = rules.GroupProtocol.CLASSIC
+    """The app's `group.protocol`: consumer for KIP-848 apps."""
     beacon_bind: str = "127.0.0.1"
-    """Where the beacon listener binds: loopback by default; the injected sidecar binds the pod IP (the webhook's
-    layout: one address for both listeners)."""
+    """Where the beacon listener (HTTP `POST /v1/beacon` and UDP, one port) binds: loopback by default; the
+    injected sidecar binds the pod IP (the webhook's layout: one address for both listeners)."""
     beacon_port: Port = DEFAULT_BEACON_PORT
+    """The beacon listener's port, for HTTP and UDP alike."""
     health_bind: str = "0.0.0.0"  # noqa: S104 - the kubelet probes the pod IP
+    """Where the health listener (`/livez`, `/v1/probe/app`, `/metrics`, `/v1/status`) binds: every address, as
+    the kubelet probes the pod IP."""
     health_port: Port = DEFAULT_HEALTH_PORT
+    """The health listener's port."""
     budget: BudgetMode = BudgetMode.LEASE
-    """lease (default: do no harm across the group) or none."""
-    budget_lease: str | None = None
-    """The group's budget Lease (default: the name the operator derives from the group id)."""
+    """lease: do no harm across the group, an eviction needs a permit from the group's Lease (created by the
+    operator): at most max concurrent evictions per cooldown, none in a systemic stall; without API access the
+    sidecar only alerts. none: every sidecar evicts on its own (a single consumer outside Kubernetes, tests)."""
+    budget_lease: Annotated[str | None, Unset("the name the operator derives from the group id")] = None
+    """The group's budget Lease."""
     max_concurrent_evictions: Annotated[int, Field(ge=1)] = liveness.DEFAULT_MAX_CONCURRENT_EVICTIONS
+    """At most this many of the group's members evicted within a cooldown."""
     systemic_stall_percent: Annotated[float, Field(gt=0, le=100)] = liveness.DEFAULT_SYSTEMIC_STALL_PERCENT
     """More than this share of the group stalled at once → no eviction, a systemic-stall event instead."""
     settle_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 2.0
     """Wait this long after the first permit request, so stalled peers can publish first."""
     service_account_dir: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-    """Where the pod's service account token, CA and namespace are mounted."""
+    """Where the pod's service account token, CA and namespace are mounted (the budget's Lease is read with
+    them)."""
     events_topic: str = "vigil.events"
     """Where events go ("" turns them off); created by its owner, never by vigil."""
     cluster: str = "kafka"
     """A name for the Kafka cluster in events."""
     bridge_enabled: bool = False
     """Heartbeat for this static member while its app is known to be restarting (the heartbeat bridge): the helper's
-    connection closing is the proof; silence never is."""
+    connection closing is the proof; silence never is. Needs the instance id, the beacon signal and the classic
+    protocol."""
     max_bridge_seconds: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = (
         liveness.DEFAULT_MAX_BRIDGE_SECONDS
     )
     """A bridge gives up this long after the app ended; the member then expires at its session timeout."""
     on_foreign_rebalance: ForeignRebalance = liveness.DEFAULT_FOREIGN_REBALANCE
-    """What a bridge does when someone else starts a rebalance: remove (default) or hold."""
-    expected_return_seconds: Seconds | None = None
-    """How long the app usually takes to come back (ends a hold; default: the bridge's deadline)."""
+    """What a bridge does when someone else starts a rebalance: remove the member, or hold it (the group waits,
+    at most one session timeout after the rebalance began)."""
+    expected_return_seconds: Annotated[Seconds | None, Unset("the bridge's deadline")] = None
+    """How long the app usually takes to come back: a hold ends then at the latest."""
 
     @model_validator(mode="after")
     def _ports_differ(self) -> "SidecarSettings":
@@ -195,11 +216,37 @@ class SidecarSettings(BaseModel):
 EMPTY_MEANS_OFF = frozenset({"events_topic"})
 
 
+#: The sections of `vigil sidecar --help` and of the docs' settings reference, each from the field that starts it.
+SECTIONS = {
+    "group_id": "the app",
+    "stall_timeout_seconds": "the watch",
+    "session_timeout_seconds": "the app's consumer settings (checked by the timing rules)",
+    "beacon_bind": "listeners",
+    "budget": "the eviction budget",
+    "events_topic": "events",
+    "bridge_enabled": "heartbeat bridging",
+}
+KAFKA_SECTION = "Kafka connection (env only)"
+
+DESCRIPTION = f"""Kafka consumer liveness sidecar.
+
+Every setting is an env var {ENV_PREFIX}<NAME> (what the injected container gets) or the flag --<name>; a flag wins.
+A bad value is one line naming the variable or flag, and exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Flags named after the fields (`--stall-timeout-seconds`), the Kafka connection's variables listed in the
+    help; unknown flags are a usage error."""
+    parser = argparse.ArgumentParser(
+        prog="vigil sidecar", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    settings_loader.add_flags(parser, SidecarSettings, prefix=ENV_PREFIX, sections=SECTIONS)
+    settings_loader.add_variables(parser, KafkaConnection, prefix=security.ENV_PREFIX, title=KAFKA_SECTION)
+    return parser
+
+
 def parse_args(argv: Sequence[str]) -> dict[str, str]:
-    """Flags named after the fields (`--stall-timeout-seconds`); unknown flags are a usage error."""
-    parser = argparse.ArgumentParser(prog="vigil sidecar", description="Kafka consumer liveness sidecar")
-    settings_loader.add_flags(parser, SidecarSettings)
-    return {k: v for k, v in vars(parser.parse_args(list(argv))).items() if v is not None}
+    return {k: v for k, v in vars(build_parser().parse_args(list(argv))).items() if v is not None}
 
 
 def load(
@@ -224,3 +271,35 @@ SETTING_VARIABLES = {
     rules.MAX_POLL: f"{ENV_PREFIX}MAX_POLL_INTERVAL_SECONDS",
     rules.STALL_TIMEOUT: f"{ENV_PREFIX}STALL_TIMEOUT_SECONDS",
 }
+
+
+#: The line in docs/sidecar.md above which the text is hand-written; below it, `reference()`.
+MARKER = "<!-- generated below by `python -m vigil_sidecar.config` (make generate-docs); do not edit by hand -->"
+
+
+def reference() -> str:
+    """Every setting as the docs' Markdown tables: the same text as `--help`, from the same models."""
+    kafka = settings_loader.describe(
+        KafkaConnection, prefix=security.ENV_PREFIX, sections={"bootstrap_servers": KAFKA_SECTION}, flags=False
+    )
+    own = settings_loader.describe(SidecarSettings, prefix=ENV_PREFIX, sections=SECTIONS)
+    return settings_loader.markdown_reference([*own, *kafka])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m vigil_sidecar.config`: print the settings reference, or refresh or check docs/sidecar.md's."""
+    parser = argparse.ArgumentParser(
+        prog="python -m vigil_sidecar.config",
+        description="Print the sidecar's settings reference (docs/sidecar.md), or refresh a document's or check it.",
+    )
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--write", metavar="FILE", help="rewrite FILE below its marker line")
+    target.add_argument("--check", metavar="FILE", help="exit 1 when FILE below its marker is stale")
+    args = parser.parse_args(argv)
+    return markdown.reference(
+        reference(), MARKER, write=args.write, check=args.check, prog=parser.prog, how="make generate-docs"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

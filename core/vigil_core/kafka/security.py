@@ -7,12 +7,13 @@ model's repr and never logged.
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from vigil_core import settings
 from vigil_core.errors import ConfigError
+from vigil_core.settings import Unset
 
 ENV_PREFIX = "VIGIL_KAFKA_"
 
@@ -36,20 +37,25 @@ class Mechanism(StrEnum):
 class KafkaConnection(BaseModel):
     """How to reach and authenticate to the cluster (env: `VIGIL_KAFKA_<FIELD>` upper-cased)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     bootstrap_servers: str
     """host:port[,host:port...] of any brokers of the cluster."""
     security_protocol: Protocol = Protocol.PLAINTEXT
+    """How to talk to the brokers: TLS (SSL), SASL authentication, both or neither."""
     sasl_mechanism: Mechanism | None = None
+    """The SASL mechanism (needed with SASL)."""
     sasl_username: str | None = None
+    """The SASL user (needed with SASL)."""
     sasl_password_file: Path | None = None
-    """File holding the SASL password (a mounted Secret); read when a client is built."""
-    ssl_ca_file: Path | None = None
-    """CA bundle to verify brokers; the system store when unset."""
+    """File holding the SASL password (a mounted Secret; needed with SASL); read when a client is built, never
+    logged."""
+    ssl_ca_file: Annotated[Path | None, Unset("the system store")] = None
+    """CA bundle to verify the brokers with."""
     ssl_cert_file: Path | None = None
-    """Client certificate for mutual TLS."""
+    """Client certificate for mutual TLS (with the key)."""
     ssl_key_file: Path | None = None
+    """Client key for mutual TLS (with the certificate)."""
     ssl_check_hostname: bool = True
     """Verify the broker's certificate names the host we dialled."""
 

@@ -7,15 +7,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from vigil_core import settings as loader
 from vigil_core.errors import ConfigError
+from vigil_core.liveness import StallAction
 from vigil_operator import cli as operator_cli
 from vigil_operator import settings as operator_settings
 from vigil_operator.settings import OperatorSettings
@@ -113,6 +114,118 @@ def test_flags_are_named_after_the_fields() -> None:
     assert parsed == {"name": None, "seconds": "3", "topic": None, "enabled": False, "path": None}
 
 
+# -- what --help and the docs say: one source, the model -------------------------------------------------------
+
+
+class Described(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    name: str
+    """Who to greet."""
+    action: StallAction | None = None
+    """What to do; nothing when unset."""
+    cooldown_seconds: Annotated[float | None, loader.Unset("2 × the timeout")] = None
+    """Between two actions."""
+    listen_bind: str = "127.0.0.1"
+    """Where to listen."""
+    listen_port: int = 8080
+    """50% of the time."""
+    mode: Literal["fast", "slow"] = "fast"
+    """How."""
+    enabled: bool = False
+    """Whether."""
+    topic: str = ""
+    """Where ("" = off)."""
+    password: SecretStr = SecretStr("hunter2")
+    """Never shown."""
+
+
+SECTIONS = {"name": "who", "listen_bind": "listening"}
+
+
+@pytest.fixture
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Help on one line per entry: argparse wraps at the terminal's width, and breaks words at hyphens."""
+    monkeypatch.setenv("COLUMNS", "1000")
+
+
+@pytest.mark.parametrize(
+    ("name", "metavar", "default", "literal", "section"),
+    [
+        ("name", "NAME", "required", False, "who"),
+        ("action", "{leave-group,restart,alert}", "unset", False, "who"),
+        ("cooldown_seconds", "SECONDS", "2 × the timeout", False, "who"),
+        ("listen_bind", "ADDRESS", "127.0.0.1", True, "listening"),
+        ("listen_port", "PORT", "8080", True, "listening"),
+        ("mode", "{fast,slow}", "fast", True, "listening"),
+        ("enabled", "BOOL", "false", True, "listening"),
+        ("topic", "TOPIC", '""', True, "listening"),
+        ("password", "PASSWORD", "not shown (secret)", False, "listening"),
+    ],
+)
+def test_a_field_is_described_by_the_model(name: str, metavar: str, default: str, literal: bool, section: str) -> None:
+    [found] = [s for s in loader.describe(Described, prefix=PREFIX, sections=SECTIONS) if s.name == name]
+    assert (found.metavar, found.default, found.literal, found.section) == (metavar, default, literal, section)
+    assert (found.variable, found.flag) == (loader.variable(PREFIX, name), loader.flag(name))
+    assert found.meaning == Described.model_fields[name].description
+
+
+def test_help_says_the_meaning_the_default_and_the_env_var_in_sections(wide: None) -> None:
+    parser = argparse.ArgumentParser()
+    loader.add_flags(parser, Described, prefix=PREFIX, sections=SECTIONS)
+    text = " ".join(parser.format_help().split())
+    assert "who: --name NAME Who to greet. (required; env APP_NAME)" in text
+    assert "(default: 2 × the timeout; env APP_COOLDOWN_SECONDS)" in text
+    assert "listening: --listen-bind ADDRESS Where to listen. (default: 127.0.0.1; env APP_LISTEN_BIND)" in text
+    assert "50% of the time." in text  # argparse's % formatting escaped
+    assert "None" not in text
+
+
+def test_without_a_prefix_help_names_no_env_var(wide: None) -> None:
+    """The operator's flags: `vigil operator` reads no variable, so its help names none."""
+    parser = argparse.ArgumentParser()
+    loader.add_flags(parser, Described, switches=True)
+    text = " ".join(parser.format_help().split())
+    assert "--enabled, --no-enabled Whether. (default: false)" in text
+    assert "APP_" not in text
+
+
+def test_a_secret_is_never_shown_by_help_or_the_docs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APP_PASSWORD", "from-the-environment")
+    parser = argparse.ArgumentParser(formatter_class=argparse.RawDescriptionHelpFormatter)
+    loader.add_flags(parser, Described, prefix=PREFIX)
+    loader.add_variables(parser, Described, prefix=PREFIX, title="env only")
+    settings_ = loader.describe(Described, prefix=PREFIX)
+    for text in (parser.format_help(), loader.markdown_reference(settings_)):
+        assert "hunter2" not in text
+        assert "from-the-environment" not in text
+        assert "not shown (secret)" in text
+
+
+def test_env_only_settings_are_listed_but_no_flag_parses_them() -> None:
+    parser = argparse.ArgumentParser(formatter_class=argparse.RawDescriptionHelpFormatter)
+    loader.add_variables(parser, Described, prefix=PREFIX, title="env only")
+    text = parser.format_help()
+    assert "env only:\n  APP_NAME=NAME\n" in text
+    assert " ".join(text.split()).count("(env") == 0  # the variable heads its entry
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--name", "x"])
+
+
+def test_the_docs_table_has_a_row_per_setting_under_its_section() -> None:
+    table = loader.markdown_reference(loader.describe(Described, prefix=PREFIX, sections=SECTIONS))
+    assert table.startswith("### Who\n\n| variable | flag | default | meaning |\n|---|---|---|---|\n")
+    assert "| `APP_NAME` | `--name NAME` | required | Who to greet. |" in table
+    assert "| `APP_MODE` | `--mode {fast,slow}` | `fast` | How. |" in table
+    assert "\n### Listening\n" in table
+    assert table.count("| `APP_") == len(Described.model_fields)
+
+
+def test_a_section_must_start_at_a_field() -> None:
+    with pytest.raises(ValueError, match="listen_address"):
+        loader.describe(Described, prefix=PREFIX, sections={"listen_address": "listening"})
+
+
 # -- the operator: flags only, handed to the handlers module in the process (never through os.environ) ------------
 
 
@@ -173,3 +286,12 @@ def test_vigil_operator_hands_its_flags_to_the_handlers_module() -> None:
     expected = OperatorSettings(standalone=True, resync_seconds=7, events_topic="", metrics_port=0)
     assert found["settings"] == expected.model_dump(mode="json")
     assert found["env"] == ["VIGIL_OPERATOR_RESYNC_SECONDS", "VIGIL_OPERATOR_WEBHOOK_PORT"]  # as they were
+
+
+def test_every_operator_setting_has_a_description_and_its_flag_its_default(wide: None) -> None:
+    text = " ".join(operator_cli.build_parser().format_help().split())
+    missing = [n for n, f in OperatorSettings.model_fields.items() if not (f.description or "").strip()]
+    assert missing == [], "write a docstring under each OperatorSettings field: --help shows it"
+    for s in loader.describe(OperatorSettings, prefix=None):
+        assert f"{s.meaning} (default: {s.default})" in text, s.name
+    assert "(default: None)" not in text
