@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import broker_log, browser, clients
 from vigil_spark import cli
+from vigil_spark.outputs import html
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 pytest_plugins = ["vigil_dev.testing.spark_fixtures"]
@@ -65,7 +66,10 @@ def test_the_report_explains_each_rebalance_of_a_real_group(
         # what a browser shows: Chromium renders the page offline, charts and numbers present (screenshot kept)
         shown = browser.render(tmp_path / "out" / "report.html", artifacts_dir / "report" / "report.png")
         assert shown.dom.count("<svg") >= 2, shown.dom[:2000]
-        assert 'aria-label="Rebalances per day"' in shown.dom
+        assert 'aria-label="Rebalances per hour"' in shown.dom  # a short history: hourly bins
+        # the group's own section (linked from the worst groups) lists each of its rebalances
+        section = shown.dom.split(f'<section id="{html.anchor(mine["cluster"], group)}">')[1].split("</section>")[0]
+        assert section.count("<tr><td>") == len(broker_log.generations(kafka, group)), section
         assert 'aria-label="Causes"' in shown.dom
         assert group in shown.dom
         assert shown.screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

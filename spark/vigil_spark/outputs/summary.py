@@ -57,6 +57,12 @@ def when(row: Row) -> datetime | None:
     return found if isinstance(found, datetime) else None
 
 
+def in_last_day(row: Row, now: datetime) -> bool:
+    """Whether a rebalance row counts in "the last 24 h" before `now`."""
+    found = when(row)
+    return found is not None and now - DAY <= found <= now
+
+
 def summarize(rebalances: Iterable[Row], now: datetime) -> list[GroupSummary]:
     """One summary per (cluster, group) with at least one rebalance row, worst first (24 h count, then total)."""
     by_group: dict[tuple[str, str], list[Row]] = {}
@@ -64,7 +70,7 @@ def summarize(rebalances: Iterable[Row], now: datetime) -> list[GroupSummary]:
         by_group.setdefault((str(row["cluster"]), str(row["group"])), []).append(row)
     out = []
     for (cluster, group), rows in by_group.items():
-        recent = [r for r in rows if (w := when(r)) is not None and now - DAY <= w <= now]
+        recent = [r for r in rows if in_last_day(r, now)]
         causes = Counter(str(r["cause"]) for r in recent if not r.get("gap") and r.get("cause"))
         top = min(causes.items(), key=lambda kv: (-kv[1], kv[0]))[0] if causes else None
         durations = [float(r["duration_s"]) for r in recent if r.get("duration_s") is not None]

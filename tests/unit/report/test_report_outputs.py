@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vigil_spark.outputs import html, summary
+from vigil_spark.outputs import charts, html, summary
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -70,7 +70,11 @@ def test_the_html_report_is_self_contained_and_shows_the_figures() -> None:
     page = html.render(NOW, summary.summarize(rows, NOW), rows, members, stalls)
     assert page.startswith("<!doctype html>")
     assert not re.search(r"<script|https?://|<link", page)  # no script, no network
-    assert page.count("<svg") == 3  # timeline, durations, causes
+    groups = {r["group"] for r in rows}
+    assert page.count("<svg") == 3 + len(groups)  # timeline, durations, causes; a timeline in each group's section
+    targets = re.findall(r'href="#([^"]+)"', page)
+    assert targets  # the worst groups link to their sections
+    assert set(targets) <= set(re.findall(r'id="([^"]+)"', page))
     assert "pay&lt;ments&gt;" in page and "pay<ments>" not in page  # escaped  # noqa: PT018
     assert ">2</strong> rebalances in the last 24 h" in page
     for label, count in (("&lt;1 s", 1), ("30–120 s", 1), ("&gt;10 min", 1), ("1–5 s", 0)):
@@ -99,11 +103,71 @@ def test_an_empty_report_says_so() -> None:
     assert page.count("nothing to show") == 3
 
 
-def test_a_single_day_still_shows_a_point_per_group() -> None:
-    """A polyline of one point draws nothing: each day is also a dot, titled with its count."""
-    rows = [rb("orders", 1), rb("orders", 2), rb("payments", 1)]
-    figure = html.timeline(rows, ["orders", "payments"])
-    day = (NOW - timedelta(hours=1)).date()
-    assert figure.count("<circle") == 2
-    assert f"<title>orders {day}: 2</title>" in figure
-    assert f"<title>payments {day}: 1</title>" in figure
+def test_a_short_history_is_binned_by_the_hour_with_a_dot_per_group_and_bin() -> None:
+    """A one-day history in daily bins was a single dot; hourly, every bin from first to last is a dot per group,
+    titled with its count (a polyline of one point draws nothing)."""
+    rows = [rb("orders", 1), rb("orders", 1.5), rb("orders", 3), rb("payments", 1)]
+    figure = charts.timeline(rows, ["orders", "payments"])
+    hours = [(NOW - timedelta(hours=h)).strftime("%Y-%m-%d %H:00") for h in (3, 2, 1)]
+    assert "Rebalances per hour" in figure
+    assert figure.count("<circle") == 2 * len(hours)
+    expected = {("orders", hours[0]): 1, ("orders", hours[1]): 1, ("orders", hours[2]): 1,
+                ("payments", hours[0]): 0, ("payments", hours[1]): 0, ("payments", hours[2]): 1}  # fmt: skip
+    for (group, hour), count in expected.items():
+        assert f"<title>{group} {hour}: {count}</title>" in figure
+
+
+def test_a_long_history_is_binned_by_the_day_idle_days_included() -> None:
+    rows = [rb("orders", 1), rb("orders", 24 * 5)]
+    figure = charts.timeline(rows, ["orders"])
+    first, last = (NOW - timedelta(hours=24 * 5)).date(), (NOW - timedelta(hours=1)).date()
+    assert "Rebalances per day" in figure
+    assert figure.count("<circle") == (last - first).days + 1
+    assert f"<title>orders {first + timedelta(days=1)}: 0</title>" in figure
+
+
+def test_the_latest_rebalances_are_listed_newest_first_with_their_trigger() -> None:
+    rows = [{**rb("orders", h, cause="heartbeat-expiry"), "trigger_members": [f"m-{h}"], "trigger_pods": [f"p-{h}"],
+             "group_type": "classic", "rebalance_protocol": "eager", "undetected_s": 6.0, "members_before": 2,
+             "members_after": 1, "partitions_unavailable": 3, "unavailable_partition_s": 18.075}
+            for h in range(1, html.LATEST + 6)]  # fmt: skip
+    rows.append(rb("orders", 0.5, gap=True, n=3))
+    page = html.render(NOW, summary.summarize(rows, NOW), rows, [], [])
+    latest = page.split("<h2>Latest rebalances</h2>")[1].split("</table>")[0]
+    times = re.findall(r"<tr><td>([^<]+)</td>", latest)
+    assert len(times) == html.LATEST
+    assert times == sorted(times, reverse=True)
+    assert "unknown: 3 rebalance(s) no source shows" in latest  # the gap is the newest
+    assert "m-1 (p-1)" in latest and "m-99" in latest and f"m-{html.LATEST}" not in latest  # noqa: PT018
+    assert "6.00" in latest and "3 (18.1)" in latest and "2 → 1" in latest  # noqa: PT018
+    assert f"… and {len(rows) - html.LATEST} older in model/rebalances" in page
+
+
+def test_the_worst_groups_show_their_cause_mix_and_sections_their_own_list() -> None:
+    rows = [rb("orders", 1, cause="joined"), rb("orders", 2, cause="heartbeat-expiry"),
+            rb("orders", 3, cause="heartbeat-expiry"), rb("orders", 30, cause="left")]  # fmt: skip
+    page = html.render(NOW, summary.summarize(rows, NOW), rows, [], [])
+    assert "<td>heartbeat-expiry 2 · joined 1</td>" in page  # the last 24 h
+    section = page.split(f'<section id="{html.anchor("c", "orders")}">')[1].split("</section>")[0]
+    assert "causes (all): heartbeat-expiry 2 · joined 1 · left 1" in section
+    assert section.count("<tr><td>") == len(rows)
+    assert section.count("<rect") >= len(rows)  # a mark per rebalance (and the legend)
+
+
+def test_a_group_timeline_marks_each_rebalance_by_cause_and_steps_the_members() -> None:
+    rows = [{**rb("orders", h, cause=c), "members_before": b, "members_after": a}
+            for h, c, b, a in ((3, "joined", 0, 1), (2, "joined", 1, 2), (1, "heartbeat-expiry", 2, 1))]  # fmt: skip
+    figure = charts.group_timeline([*rows, rb("orders", 0.5, gap=True, n=2)])
+    marks = re.findall(r'fill="([^"]+)" opacity="0.6"><title>([^<]+)</title>', figure)
+    assert [title.split(" ", 2)[2] for _, title in marks] == ["joined: 0 → 1", "joined: 1 → 2",
+                                                             "heartbeat-expiry: 2 → 1"]  # fmt: skip
+    assert {c for c, _ in marks} == {charts.CAUSE_COLORS["joined"], charts.CAUSE_COLORS["heartbeat-expiry"]}
+    assert len(re.search(r'<polyline[^>]*points="([^"]+)"', figure).group(1).split()) == 1 + 2 * 2  # type: ignore[union-attr]
+    assert charts.group_timeline([]).count("nothing to show") == 1
+
+
+def test_group_anchors_are_unique_and_safe() -> None:
+    names = [("c", "orders"), ("c", "Orders"), ("c", "a b/<x>"), ("c2", "orders")]
+    ids = [html.anchor(c, g) for c, g in names]
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", i) for i in ids)
