@@ -4,7 +4,9 @@
   from `classic` and `consumer` (KIP-848) over the shared `generations` helpers;
 - `members.members`: one row per member id, with its identity's churn and flapping;
 - `stalls.stalls`: one row per stall vigil detected, with its action and outcome;
-- `daily.daily`: per group and UTC day — counts, p50/p95/max duration, partition unavailability, top cause.
+- `daily.daily`: per group and UTC day — counts, p50/p95/max duration, partition unavailability, top cause;
+- `prevented.prevented`: what vigil spared the groups (bridged restarts, stalls ended by eviction), priced
+  against stock Kafka's outcome.
 
 `build` is the only function here that reads and writes: the ingested tables under `tables_dir` (each
 optional: a missing one is an empty frame of its schema; `tables_dir/broker_log` is the parsed broker logs,
@@ -18,11 +20,11 @@ from typing import Final
 from pyspark.sql import DataFrame, SparkSession
 
 from vigil_spark import tables
-from vigil_spark.model import daily, members, rebalances, stalls
+from vigil_spark.model import daily, members, prevented, rebalances, stalls
 from vigil_spark.sources import broker_logs
 
 #: The model's tables, in the order `build` writes them.
-TABLES: Final = ("rebalances", "members", "stalls", "daily")
+TABLES: Final = ("rebalances", "members", "stalls", "daily", "prevented")
 
 
 def read_broker_log(spark: SparkSession, tables_dir: Path) -> DataFrame:
@@ -42,11 +44,21 @@ def compute(
     """Every model table from the input frames (pure)."""
     log = broker_log.filter(broker_log["event"] != broker_logs.UNPARSED)
     rb = rebalances.rebalances(group_metadata, consumer_group_records, log, vigil_events)
+    mb = members.members(group_metadata, consumer_group_records, log)
+    st = stalls.stalls(vigil_events)
     return {
         "rebalances": rb,
-        "members": members.members(group_metadata, consumer_group_records, log),
-        "stalls": stalls.stalls(vigil_events),
+        "members": mb,
+        "stalls": st,
         "daily": daily.daily(rb),
+        "prevented": prevented.prevented(
+            vigil_events,
+            members=mb,
+            stalls=st,
+            rebalances=rb,
+            group_metadata=group_metadata,
+            consumer_group_records=consumer_group_records,
+        ),
     }
 
 

@@ -7,7 +7,9 @@
 - `action`: the eviction request/answer for the member in [detected, end of the stall): its payload's `action`;
   with none, the `stall-detected` payload's `action` (schema 4: "leave-group", "restart" — the sidecar fails the
   app's probe — or "alert"; null from older sidecars); `outcome`: "evicted", "already-gone", "eviction-failed:<error>",
-  "refused:<cause>", "requested" (no answer seen), "recovered" (ended with no action) or "open".
+  "refused:<cause>", "requested" (no answer seen), "recovered" (ended with no action) or "open"; `acted`: when that
+  request or answer was written;
+- `partitions`: how many partitions the member held when the stall was detected (the app's beacon; null unknown).
 """
 
 from typing import Final
@@ -29,7 +31,9 @@ COLUMNS: Final = (
     "duration_s",
     "signal",
     "stall_timeout_s",
+    "partitions",
     "action",
+    "acted",
     "outcome",
     "basis",
 )
@@ -54,6 +58,7 @@ def stalls(vigil_events: DataFrame) -> DataFrame:
             _long(F.col("payload_json"), "$.stall_timeout_ms").alias("timeout_ms"),
             F.get_json_object("payload_json", "$.signal").alias("signal"),
             F.get_json_object("payload_json", "$.action").alias("d_action"),
+            _long(F.col("payload_json"), "$.assigned_partitions").cast("int").alias("partitions"),
         )
         .withColumn("next_detected", F.lead("detected").over(Window.partitionBy(*member).orderBy("detected")))
     )
@@ -112,7 +117,9 @@ def stalls(vigil_events: DataFrame) -> DataFrame:
         duration.alias("duration_s"),
         "signal",
         (F.col("timeout_ms") / F.lit(1000.0)).alias("stall_timeout_s"),
+        "partitions",
         F.coalesce(F.col("a_action"), F.col("d_action")).alias("action"),
+        F.col("a_ts").alias("acted"),
         outcome.alias("outcome"),
         basis.alias("basis"),
     )

@@ -166,6 +166,29 @@ def test_a_group_timeline_marks_each_rebalance_by_cause_and_steps_the_members() 
     assert charts.group_timeline([]).count("nothing to show") == 1
 
 
+def test_what_vigil_prevented_is_summed_from_the_model_rows() -> None:
+    saves = [
+        {"cluster": "c", "group": "orders", "kind": "bridged-restart", "at": NOW - timedelta(hours=2), "pod": "o-1",
+         "rebalances_avoided": 2, "partition_s_saved": 22.5},
+        {"cluster": "c", "group": "orders", "kind": "static-restart", "at": NOW - timedelta(hours=1),
+         "rebalances_avoided": 0, "partition_s_saved": 0.0},
+        {"cluster": "c", "group": "pay", "kind": "stall-evicted", "at": NOW, "pod": "p-0", "rebalances_avoided": 0,
+         "partition_s_saved": 1000.0},
+        {"cluster": "c", "group": "pay", "kind": "bridged-restart", "at": None, "rebalances_avoided": None,
+         "partition_s_saved": None},
+    ]  # fmt: skip
+    page = html.render(NOW, [], [], [], [], prevented=saves)
+    line = re.search(r'<p id="prevented">(.*?)</p>', page).group(1)  # type: ignore[union-attr]
+    assert line.startswith("2 restart(s) bridged by vigil (2 rebalance(s) avoided), 1 absorbed by static membership,"
+                           " 1 stall(s) ended")  # fmt: skip
+    assert "<strong>1,022</strong> partition-seconds" in line
+    listed = page.split('<p id="prevented">')[1].split("</table>")[0]
+    assert [m for m in re.findall(r"<td>(c/\w+)</td><td>([\w-]+)</td>", listed)] == [
+        ("c/pay", "stall-evicted"), ("c/orders", "static-restart"), ("c/orders", "bridged-restart"),
+        ("c/pay", "bridged-restart")]  # fmt: skip
+    assert "none" in html.render(NOW, [], [], [], []).split('<p id="prevented">')[1].split("<h2>")[0]
+
+
 def test_group_anchors_are_unique_and_safe() -> None:
     names = [("c", "orders"), ("c", "Orders"), ("c", "a b/<x>"), ("c2", "orders")]
     ids = [html.anchor(c, g) for c, g in names]
