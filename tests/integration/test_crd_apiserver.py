@@ -196,6 +196,23 @@ def test_a_timestamp_the_model_refuses_the_apiserver_refuses(kube: Kube, namespa
     assert "status.lastRebalance" in json.loads(refused.value.body)["message"]
 
 
+def test_the_group_id_is_immutable_and_the_rest_of_the_spec_is_not(kube: Kube, namespace: str, installed: None) -> None:
+    cr = yaml.safe_load((cases.EXAMPLES[0].parent / "dynamic-deployment.yaml").read_text())
+    created = create(kube, namespace, cr)
+    name = created["metadata"]["name"]
+    other = {"spec": {"groupId": created["spec"]["groupId"] + "-2"}}
+    with pytest.raises(ApiException) as refused:
+        kube.custom.patch_namespaced_custom_object(API_GROUP, VERSION, namespace, PLURAL, name, other)
+    assert refused.value.status == 422
+    assert "spec.groupId is immutable" in json.loads(refused.value.body)["message"]
+    stall = created["spec"]["liveness"]["stallTimeoutSeconds"] + 1
+    changed = kube.custom.patch_namespaced_custom_object(
+        API_GROUP, VERSION, namespace, PLURAL, name, {"spec": {"liveness": {"stallTimeoutSeconds": stall}}}
+    )
+    assert (changed["spec"]["groupId"], changed["spec"]["liveness"]["stallTimeoutSeconds"]) == (
+        created["spec"]["groupId"], stall)  # fmt: skip
+
+
 def test_an_unknown_spec_field_is_pruned_without_strict_validation(kube: Kube, dry_namespace: str) -> None:
     """The spec schema is structural too: without fieldValidation=Strict a misspelt field is dropped, silently
     as far as the stored object goes (the apiserver only warns) — which is why the models forbid extras."""

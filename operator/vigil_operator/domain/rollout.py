@@ -29,7 +29,7 @@ from typing import Any, overload
 
 from vigil_operator.domain.conditions import rfc3339
 from vigil_operator.domain.reconcile import Notice
-from vigil_operator.domain.spec import ConsumerGroupSpec, Membership, RestartStrategy, WorkloadKind
+from vigil_operator.domain.spec import ConsumerGroupSpec, RestartStrategy
 from vigil_operator.domain.status import RolloutPhase, RolloutStatus
 
 ON_DELETE = "OnDelete"
@@ -143,12 +143,10 @@ class Refusal:
 
 
 def refusal(spec: ConsumerGroupSpec, workload: SetFacts | None) -> Refusal | None:
-    """Coordinated restarts need a static group on a StatefulSet that declares OnDelete."""
+    """Coordinated restarts need a StatefulSet that declares OnDelete (a static group on a StatefulSet is the spec's
+    own rule: `spec.impossible`, the CRD's CEL)."""
     if spec.restart.strategy is not RestartStrategy.COORDINATED:
         return None
-    if spec.membership is not Membership.STATIC or spec.workload.kind is not WorkloadKind.STATEFUL_SET:
-        return Refusal("CoordinatedNeedsStaticStatefulSet",
-                       "restart.strategy Coordinated needs membership static on a StatefulSet")  # fmt: skip
     if workload is None:
         return Refusal("WorkloadNotFound", f"StatefulSet {spec.workload.name} not found")
     if workload.update_strategy != ON_DELETE:

@@ -212,6 +212,11 @@ def impossible(spec: ConsumerGroupSpec) -> list[str]:
         problems.append("spec.workload: give kind and name, or a selector (not both)")
     if spec.membership is Membership.STATIC and w.kind is not WorkloadKind.STATEFUL_SET:
         problems.append("spec.membership: static needs workload.kind StatefulSet (pod names must be stable)")
+    if spec.restart.strategy is RestartStrategy.COORDINATED and spec.membership is not Membership.STATIC:
+        problems.append(
+            "spec.restart.strategy: Coordinated needs membership static (a restarted pod keeps its member only by"
+            " its group.instance.id)"
+        )
     session, heartbeat = c.session_timeout_ms, c.heartbeat_interval_ms
     if session is not None and heartbeat is not None and heartbeat >= session:
         problems.append("spec.client: heartbeatIntervalMs must be below sessionTimeoutMs")

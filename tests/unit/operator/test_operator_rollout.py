@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from vigil_operator.domain import rollout as ro
 from vigil_operator.domain.conditions import rfc3339
 from vigil_operator.domain.reconcile import Notice
-from vigil_operator.domain.spec import ConsumerGroupSpec, parse_spec
+from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, parse_spec
 from vigil_operator.domain.status import RolloutPhase, RolloutStatus
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -82,12 +82,10 @@ def test_refusal(workload: ro.SetFacts | None, reason: str | None) -> None:
 
 
 def test_coordinated_needs_a_static_group() -> None:
-    dynamic = parse_spec({"groupId": "g", "kafka": {"bootstrapServers": "k:9092"},
-                          "workload": {"kind": "StatefulSet", "name": "orders"},
-                          "restart": {"strategy": "Coordinated"}})  # fmt: skip
-    assert ro.refusal(dynamic, SET) == ro.Refusal(
-        "CoordinatedNeedsStaticStatefulSet", "restart.strategy Coordinated needs membership static on a StatefulSet"
-    )
+    with pytest.raises(SpecError, match=r"^spec\.restart\.strategy: Coordinated needs membership static"):
+        parse_spec({"groupId": "g", "kafka": {"bootstrapServers": "k:9092"},
+                    "workload": {"kind": "StatefulSet", "name": "orders"},
+                    "restart": {"strategy": "Coordinated"}})  # fmt: skip
 
 
 # --- what is outdated ----------------------------------------------------------------------------------------------
