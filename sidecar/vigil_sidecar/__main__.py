@@ -34,6 +34,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run(sidecar: Sidecar) -> None:
+    """Serve and watch until SIGTERM/SIGINT, then stop within 1 s whatever Kafka does: the listeners close (a request
+    still in progress gets `server.STOP_REQUESTS_SECONDS`), a running bridge ends and the queued events, its end among
+    them, get `EVENTS_FLUSH_AT_STOP` to be delivered (`Sidecar.close`). A Kafka call still waiting for its answer is
+    left to its daemon thread (`DaemonWorker`), which the interpreter does not wait for."""
     runners = await server.serve(sidecar)
     s = sidecar.settings
     log.info(
@@ -49,8 +53,7 @@ async def _run(sidecar: Sidecar) -> None:
     stopped = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait({watch, stopped}, return_when=asyncio.FIRST_COMPLETED)
     watch.cancel()
-    for runner in runners:
-        await runner.cleanup()
+    await asyncio.gather(*(runner.cleanup() for runner in runners))
     sidecar.close()
     if watch in done and watch.exception() is not None:
         raise watch.exception()  # type: ignore[misc]

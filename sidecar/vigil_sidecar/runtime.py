@@ -322,6 +322,7 @@ class Sidecar:
             "identity_problem": self.state.identity_problem,
             "group_state": None if self.state.view is None else self.state.view.state.value,
             "coordinator": self.state.coordinator,
+            "in_flight": self._in_flight(now),
             "app_probe_failing": self.app_probe_failing,
             "last_action": self.last_action,
             "budget": self.budget.status(),
@@ -330,6 +331,13 @@ class Sidecar:
             "bridge_ready": self.app_ends.bridge_ready,
             "bridge": self.app_ends.status(now),
         }
+
+    def _in_flight(self, now: float) -> dict[str, Any] | None:
+        """The watchdog's request under way (lookup, describe, evict) and for how long: a silent broker shows here."""
+        request = self.state.in_flight
+        if request is None:
+            return None
+        return {"request": request.value, "seconds": round(now - self.state.in_flight_since, 3)}
 
     def _member_status(self, member_id: str, instance_id: str | None) -> dict[str, Any]:
         """The proven member, with the generation its app last reported (the operator's rollout bridges with it;

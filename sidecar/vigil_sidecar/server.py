@@ -28,6 +28,10 @@ from vigil_sidecar.signals.beacon import MAX_BEACON_BYTES, BeaconError, parse_be
 
 log = logging.getLogger("vigil.sidecar")
 
+#: At stop, a request still being handled gets this long to finish, then as long again once cancelled (aiohttp's
+#: default: a minute each): a client that never sends the rest of its request does not hold the exit.
+STOP_REQUESTS_SECONDS = 0.1
+
 
 class _BeaconDatagrams(asyncio.DatagramProtocol):
     def __init__(self, sidecar: Sidecar) -> None:
@@ -175,7 +179,7 @@ async def serve(sidecar: Sidecar) -> list[web.AppRunner]:
         (beacon_app(sidecar), settings.beacon_bind, settings.beacon_port),
         (health_app(sidecar), settings.health_bind, settings.health_port),
     ):
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=STOP_REQUESTS_SECONDS)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
         runners.append(runner)

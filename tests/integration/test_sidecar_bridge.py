@@ -13,10 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
 
 from vigil_core import events
-from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients, static_app
@@ -86,7 +84,7 @@ def test_a_killed_static_app_restarted_after_two_session_timeouts_keeps_its_gene
     assert stock.sidecar.metric("vigil_sidecar_bridge_heartbeats_total") == 0
     assert "vigil_sidecar_bridges_started_total{" not in stock.sidecar.get("/metrics")[1]
 
-    received = _events(kafka.connection(), events_topic, bridged.group, count=2)
+    received = clients.group_events(kafka.connection(), events_topic, bridged.group, count=2)
     started, done = received
     assert isinstance(started, events.BridgeStarted)
     assert isinstance(done, events.BridgeEnded)
@@ -154,27 +152,6 @@ def test_a_bridge_gives_up_at_max_bridge_seconds_and_the_member_expires_with_one
     assert generations(kafka, gone.group)[-1] == before + 1  # one rebalance, not two
     assert gone.sidecar.metric('vigil_sidecar_bridges_ended_total{outcome="deadline"}') == 1
     assert 'action="leave-group"' not in gone.sidecar.get("/metrics")[1]
-
-
-def _events(conn: KafkaConnection, topic: str, group: str, *, count: int) -> list[events.Event]:
-    consumer = Consumer(conn.confluent_config() | clients.QUIET
-                        | {"group.id": clients.unique("g-ev"), "auto.offset.reset": "earliest"})  # fmt: skip
-    consumer.subscribe([topic])
-    received: list[events.Event] = []
-
-    def drain() -> int:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            event = events.parse_event(msg.value())
-            if event.group == group:
-                received.append(event)
-        return len(received)
-
-    try:
-        wait_for(drain, lambda n: n >= count, timeout=30, what=f"{count} events of {group}")
-    finally:
-        consumer.close()
-    return received
 
 
 def test_sigterm_of_the_sidecar_ends_a_running_bridge_without_removing_the_member(

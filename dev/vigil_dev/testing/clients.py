@@ -17,6 +17,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
 
+from vigil_core import events
 from vigil_core.kafka.security import ClientConfig, KafkaConnection
 from vigil_dev.testing.waiting import wait_for
 from vigil_testapps import config as testapps_config
@@ -269,3 +270,23 @@ def read_offsets_topic(conn: KafkaConnection, partitions: int = OFFSETS_PARTITIO
         return out
     finally:
         reader.close()
+
+
+def group_events(conn: KafkaConnection, topic: str, group: str, *, count: int) -> list[events.Event]:
+    """The first `count` of vigil's events about `group` on the events topic `topic`, in their order."""
+    consumer = Consumer(conn.confluent_config() | QUIET | {"group.id": unique("g-ev"), "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    received: list[events.Event] = []
+
+    def drain() -> int:
+        msg = consumer.poll(0.5)
+        value = None if msg is None or msg.error() is not None else msg.value()
+        if value is not None and (event := events.parse_event(value)).group == group:
+            received.append(event)
+        return len(received)
+
+    try:
+        wait_for(drain, lambda n: n >= count, timeout=30, what=f"{count} events of {group}")
+    finally:
+        consumer.close()
+    return received

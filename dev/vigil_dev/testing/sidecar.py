@@ -1,7 +1,10 @@
 """Run `vigil sidecar` as a real process next to a test or benchmark consumer, and talk to its listeners."""
 
 import json
+import signal
+import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -20,6 +23,8 @@ class RunningSidecar:
     beacon_port: int
     health_port: int
     log: Path
+    popen: "subprocess.Popen[bytes]"
+    """The process as this test process started it: its exit status."""
 
     @property
     def beacon_addr(self) -> str:
@@ -52,6 +57,17 @@ class RunningSidecar:
     def stop(self) -> None:
         self.process.stop(grace=5)
 
+    def terminate(self, timeout: float) -> tuple[int, float]:
+        """SIGTERM it (by pid) and wait for its exit: (exit status, seconds from the signal to the exit). Fails naming
+        the log if it is still running after `timeout` (the test's teardown then kills it)."""
+        sent = time.monotonic()
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            status = self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the sidecar still runs {timeout:.1f}s after SIGTERM (log: {self.log})") from None
+        return status, time.monotonic() - sent
+
 
 def start_sidecar(
     connection: KafkaConnection,
@@ -79,7 +95,7 @@ def start_sidecar(
         marker_key: marker_value,
     }
     log = state_dir / f"sidecar-{pod}.log"
-    process = procs.start(
+    process, popen = procs.spawn(
         f"sidecar-{pod}",
         [sys.executable, "-m", "vigil_sidecar"],
         pid_file=state_dir / f"sidecar-{pod}.pid",
@@ -87,7 +103,7 @@ def start_sidecar(
         log_file=log,
         env=full_env,
     )
-    sidecar = RunningSidecar(process, beacon, health, log)
+    sidecar = RunningSidecar(process, beacon, health, log, popen)
     wait_for(
         lambda: sidecar.get("/livez")[0],
         lambda status: status == 200,

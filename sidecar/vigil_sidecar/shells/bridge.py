@@ -9,7 +9,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -20,7 +19,7 @@ from vigil_core.kafka.group_client import GroupClient, GroupClientError
 from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
 from vigil_core.kafka.security import KafkaConnection
-from vigil_sidecar.shells.common import Shared, Shell, report_crash, utc_now
+from vigil_sidecar.shells.common import DaemonWorker, Shared, Shell, report_crash, utc_now
 from vigil_sidecar.watchdog.state import Beacon, DescribeResult, Observation, WatchdogState
 
 log = logging.getLogger("vigil.sidecar")
@@ -67,7 +66,7 @@ class AppEnds(Shell):
         """When the app ended (monotonic), oldest first: the engine's crash-loop input."""
         self._bridge: BridgeRunner | None = None
         self._bridge_task: asyncio.Task[None] | None = None
-        self._bridge_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-bridge")
+        self._bridge_worker = DaemonWorker("vigil-bridge")
         """The bridge's own thread and client: a describe retrying through a coordinator move on the watchdog's
         thread must not hold a heartbeat back past the member's session."""
         self._bridge_client: GroupClient | None = None

@@ -3,12 +3,15 @@ once, background tasks."""
 
 import asyncio
 import contextlib
+import functools
 import logging
+import queue
+import threading
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from vigil_core.kafka.event_sink import EventSink
 from vigil_core.kafka.group_client import GroupClient
@@ -18,6 +21,7 @@ from vigil_sidecar.metrics import Metrics
 
 log = logging.getLogger("vigil.sidecar")
 T = TypeVar("T")
+P = ParamSpec("P")
 MemberKey = tuple[str, str | None]
 """A member as events name it: (member id, instance id)."""
 
@@ -38,6 +42,59 @@ class Said:
         self._said.pop(source, None)
 
 
+#: At stop, the events still queued (a bridge's end among them) get this long to be delivered: the sidecar exits
+#: within 1 s of SIGTERM whatever the broker does (one that answers, answers in milliseconds).
+EVENTS_FLUSH_AT_STOP = 0.5
+
+
+class DaemonWorker(Executor):
+    """One daemon thread that runs the calls it is given in order (submit and shut down from the event loop).
+
+    Why not a ThreadPoolExecutor: Python joins its threads at interpreter exit, after `shutdown(wait=False)` too, so
+    a blocking Kafka call (kafka-python's bootstrap to a broker that answers nothing: 10 s; a describe retrying
+    against a silent coordinator: a minute) held the process that long after SIGTERM. A daemon thread is not
+    joined: the call is abandoned with the process. Nothing the sidecar must keep is done on it (the events are
+    flushed at stop, on the event loop)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._calls: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._shut = False
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        if self._shut:
+            raise RuntimeError(f"{self._name}: shut down")
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+        future: Future[T] = Future()
+        self._calls.put((future, functools.partial(fn, *args, **kwargs)))
+        return future
+
+    def _run(self) -> None:
+        while (call := self._calls.get()) is not None:
+            future, work = call
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(work())
+            except BaseException as exc:  # noqa: BLE001 - the caller's to see, as ThreadPoolExecutor does
+                future.set_exception(exc)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """No more calls; the queued ones cancelled if `cancel_futures`; the one running is waited for only if
+        `wait`."""
+        self._shut = True
+        if cancel_futures:
+            with contextlib.suppress(queue.Empty):
+                while (call := self._calls.get_nowait()) is not None:
+                    call[0].cancel()
+        self._calls.put(None)
+        if wait and self._thread is not None:
+            self._thread.join()
+
+
 class KafkaWorker:
     """All of the watchdog's and the signals' Kafka I/O, on one thread with one client (it is blocking and used
     from one thread), made on first use: start never waits for Kafka."""
@@ -45,7 +102,7 @@ class KafkaWorker:
     def __init__(self, connection: KafkaConnection, pod_name: str) -> None:
         self.connection = connection
         self.client_id = f"vigil-sidecar-{pod_name}"
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-kafka")
+        self._pool = DaemonWorker("vigil-kafka")
         self._client: GroupClient | None = None
 
     def client(self) -> GroupClient:
@@ -95,8 +152,12 @@ class Emitter:
         self._sink.emit(event)
 
     def close(self) -> None:
+        """Deliver what is queued, for at most `EVENTS_FLUSH_AT_STOP` (what is not delivered by then is said)."""
         if self._sink is not None:
-            self._sink.flush(5)
+            left = self._sink.flush(EVENTS_FLUSH_AT_STOP)
+            if left:
+                log.warning("events topic %s: %d event(s) not delivered at stop (no answer within %gs)",
+                            self.settings.events_topic, left, EVENTS_FLUSH_AT_STOP)  # fmt: skip
 
 
 @dataclass(frozen=True)
