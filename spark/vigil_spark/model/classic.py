@@ -171,11 +171,12 @@ def _with_undetected(rows: DataFrame) -> DataFrame:
     its session timeout on a heartbeat expiry, its rebalance timeout (= max.poll.interval.ms, as Java and
     librdkafka send it) on a poll timeout — from the previous generation's GroupMetadata; with
     `departed_partitions` (what it owned) and a `undetected_basis` note."""
-    departed = F.when(F.size("trigger_members") == 1, F.col("trigger_members")[0])
-    timeouts = F.filter(F.col("prev_timeouts"), lambda t: t["member_id"] == departed)
+    departed = F.when(F.size("trigger_members") == 1, F.try_element_at("trigger_members", F.lit(1)))
+    # the departed member's timeouts; null (not an ANSI error) when the previous generation does not list it
+    timeouts = F.try_element_at(F.filter(F.col("prev_timeouts"), lambda t: t["member_id"] == departed), F.lit(1))
     expiry = (F.col("cause") == F.lit("heartbeat-expiry")) & (F.col("cause_detail") == F.lit("heartbeat-expiry"))
     poll = F.col("cause") == F.lit("poll-timeout")
-    timeout_ms = F.when(expiry, timeouts[0]["session_timeout_ms"]).when(poll, timeouts[0]["rebalance_timeout_ms"])
+    timeout_ms = F.when(expiry, timeouts["session_timeout_ms"]).when(poll, timeouts["rebalance_timeout_ms"])
     silent = expiry | poll
     basis = F.when(
         silent & timeout_ms.isNotNull(),

@@ -292,13 +292,18 @@ def test_a_silent_departure_counts_from_the_member_s_last_sign_of_life(
     assert ("undetected:" in row["basis"]) is (silent_s is not None), row["basis"]
 
 
-def test_an_expiry_without_the_previous_generation_says_its_undetected_time_is_unknown(spark: SparkSession) -> None:
-    g = "g-silent-unknown"
+@pytest.mark.parametrize("previous", ["no GroupMetadata", "GroupMetadata without the member"])
+def test_an_expiry_without_the_member_s_timeouts_says_its_undetected_time_is_unknown(
+    spark: SparkSession, previous: str
+) -> None:
+    g = f"g-silent-unknown-{len(previous)}"
     logs = [
         log("rebalance-prepared", g, 30.0, generation=1, reason="removing member dead-1 on heartbeat expiration."),
         log("stabilized", g, 30.5, generation=2, members=1),
     ]
-    row = next(r for r in run(spark, logs=logs) if not r["gap"])
+    gms = [] if previous == "no GroupMetadata" else [gm(g, 1, 10.0, [member("other-1", [("t", 0)])]),
+                                                     gm(g, 2, 30.5, [member("other-1", [("t", 0)])])]  # fmt: skip
+    row = next(r for r in run(spark, logs=logs, gms=gms) if not r["gap"] and r["generation"] == 2)
     assert (row["cause"], row["undetected_s"]) == ("heartbeat-expiry", None)
     assert "undetected unknown" in row["basis"]
 
