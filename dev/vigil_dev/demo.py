@@ -18,6 +18,7 @@ end either way; its logs stay under the demo's state directory. Generations are 
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -203,6 +204,9 @@ def _report(kafka: KafkaCluster, events_topic: str, state: Path) -> None:
     if not html.is_file():
         raise MissedBoundError(f"the report wrote no {html}")
     _say(f"   report in {time.monotonic() - started:.0f}s: open {html}")
+    found = re.search(r'<p id="prevented">(.*?)</p>', html.read_text())
+    if found is not None:  # the report's own sentence, as a manager would read it
+        _say(f"   what vigil prevented: {re.sub(r'<[^>]+>', '', found.group(1))}")
 
 
 def _restarts(pod: dict[str, Any] | None) -> int:

@@ -21,4 +21,6 @@ def test_the_demo_tells_the_whole_story_within_its_bounds() -> None:
     assert re.search(r"rolled out orders-\S+: 3/3 pod\(s\) restarted", out), out
     assert re.search(r"3 pods restarted in \d+s; generations \[(\d+)\] -> \[\1\] \(0 rebalances", out), out
     assert re.search(r"report in \d+s: open \S+report\.html", out), out
+    # the stalled app's restart was bridged: the report counts it among vigil's saves
+    assert re.search(r"what vigil prevented: [1-9]\d* restart\(s\) bridged by vigil", out), out
     assert "stack down (" in out

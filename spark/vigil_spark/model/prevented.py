@@ -5,7 +5,9 @@ Kinds:
   heartbeated for its static member, and took the member back. Stock: a static member away longer than its session
   timeout (`stock_s`) is expired, then rejoins — 2 rebalances, priced at the group's median partition-seconds per
   observed rebalance. The price of keeping the member instead: its partitions stay idle beyond the session
-  timeout (stock would have moved them on expiry). `partition_s_saved` = the rebalances' price − that idle time.
+  timeout (stock would have moved them on expiry). `partition_s_saved` = the rebalances' price − that idle time
+  (negative when the group's rebalances are cheaper than the member's idle partitions: then the bridge cost more
+  than it saved, and the row says so in numbers).
   Away for less than the session timeout, static membership alone keeps the member: 0 avoided.
 - `static-restart`: a member id that took over its static identity without a rebalance (`members.replaced`) and
   no bridge: static membership's work, listed so the restarts absorbed are all counted; 0 avoided by vigil.
@@ -77,8 +79,11 @@ def member_timeouts(group_metadata: DataFrame, consumer_group_records: DataFrame
 
 
 def rebalance_price(rebalances: DataFrame) -> DataFrame:
-    """(cluster, group) → the median partition-seconds unavailable per observed rebalance with a figure."""
-    priced = rebalances.filter(~F.col("gap") & F.col("unavailable_partition_s").isNotNull())
+    """(cluster, group) → the median partition-seconds unavailable per observed rebalance with a figure, among
+    those of a group that had members (a first join moves no partition: it would price every rebalance at 0)."""
+    priced = rebalances.filter(
+        ~F.col("gap") & F.col("unavailable_partition_s").isNotNull() & (F.col("members_before") > 0)
+    )
     return priced.groupBy("cluster", "group").agg(
         F.median("unavailable_partition_s").alias("price"), F.count("*").alias("priced")
     )

@@ -59,8 +59,12 @@ def test_each_save_is_priced_against_stock_kafka(spark: SparkSession) -> None:
     gm = [{"cluster": C, "group": G, "log_partition": 0, "log_offset": 1, "log_ts": at(0), "tombstone": False,
            "protocol_type": "consumer", "generation": 1, "protocol": "range", "leader": "d-1", "state_ts": at(0),
            "members": members}]  # fmt: skip
-    rbs = [{"cluster": C, "group": G, "group_type": "classic", "generation": n + 1, "rebalances": 1, "gap": False,
-            "stabilized": at(n), "unavailable_partition_s": price} for n, price in enumerate(PRICES)]  # fmt: skip
+    rbs = [{"cluster": C, "group": G, "group_type": "classic", "generation": n + 2, "rebalances": 1, "gap": False,
+            "stabilized": at(n), "members_before": 2, "unavailable_partition_s": price}
+           for n, price in enumerate(PRICES)]  # fmt: skip
+    # the group's first join moved no partition: not a price
+    rbs.append({"cluster": C, "group": G, "group_type": "classic", "generation": 1, "rebalances": 1, "gap": False,
+                "stabilized": at(0), "members_before": 0, "unavailable_partition_s": 0.0})  # fmt: skip
     away = {"s-old": 15_000, "t-old": 3_000}  # s: longer than its session (stock: expiry), t: within it
     events = [event("bridge-ended", 100.0, m, {"outcome": "rejoined", "bridged_ms": ms, "heartbeats_sent": 3})
               for m, ms in away.items()]  # fmt: skip
