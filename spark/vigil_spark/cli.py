@@ -285,6 +285,11 @@ def _model(spark: "SparkSession", args: argparse.Namespace, tables_dir: Path) ->
         say(f"model: skipped ({MODEL_MODULE} is not installed yet)")
     else:
         started = time.monotonic()
+        from vigil_spark import session  # noqa: PLC0415 - keeps pyspark out of `--help`
+
+        fitted = session.fit_shuffle_partitions(spark)
+        if fitted is not None:
+            say(f"model: {fitted} shuffle partitions (the cluster's cores)")
         model = importlib.import_module(MODEL_MODULE)
         model.build(spark, tables_dir, args.out)
         say(f"model: done in {time.monotonic() - started:.1f}s ({args.out})")
