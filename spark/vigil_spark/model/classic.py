@@ -78,10 +78,22 @@ def classic_generations(group_metadata: DataFrame, broker_log: DataFrame) -> Dat
         observed.groupBy("cluster", "group", "incarnation", "generation")
         .agg(
             F.min_by("gm", F.when(~is_log, F.col("log_offset"))).alias("gm"),
+            # the generation as it ended: a static member replaced within it has its new id only here
+            F.max_by("gm", F.when(~is_log, F.col("log_offset"))).alias("gm_last"),
             F.min(F.when(is_log, F.col("ts"))).alias("log_ts"),
             F.min_by("log_members", F.when(is_log, F.col("ts"))).alias("log_members"),
         )
-        .select("cluster", "group", "incarnation", "generation", "gm.*", "log_ts", "log_members")
+        .select(
+            "cluster",
+            "group",
+            "incarnation",
+            "generation",
+            "gm.*",
+            F.col("gm_last.owned").alias("last_owned"),
+            F.col("gm_last.timeouts").alias("last_timeouts"),
+            "log_ts",
+            "log_members",
+        )
     )
 
 
@@ -111,8 +123,8 @@ def classic_rebalances(group_metadata: DataFrame, broker_log: DataFrame) -> Data
                 F.col("prev_generation").isNull() & (F.col("generation") == 1), F.lit(0)
             ),
         )
-        .withColumn("prev_owned", F.when(adjacent, F.lag("owned").over(by_gen)))
-        .withColumn("prev_timeouts", F.when(adjacent, F.lag("timeouts").over(by_gen)))
+        .withColumn("prev_owned", F.when(adjacent, F.lag("last_owned").over(by_gen)))
+        .withColumn("prev_timeouts", F.when(adjacent, F.lag("last_timeouts").over(by_gen)))
         .withColumn("prev_adjacent_ts", F.when(adjacent, F.col("prev_stab_ts")))
     )
     gaps = generations.gap_rows(seq, "classic", F.col("prev_stab_ts"), F.col("stab_ts"))

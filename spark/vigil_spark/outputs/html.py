@@ -135,7 +135,7 @@ def prevented_section(saves: Sequence[Row]) -> str:
     saved = sum(float(r.get("partition_s_saved") or 0.0) for r in saves)
     line = (f"{kinds['bridged-restart']} restart(s) bridged by vigil ({avoided} rebalance(s) avoided),"
             f" {kinds['static-restart']} absorbed by static membership, {kinds['stall-evicted']} stall(s) ended by"
-            f" removing the member: about <strong>{saved:,.0f}</strong> partition-seconds of consumption saved"
+            f" removing the member: about <strong>{round(saved):,}</strong> partition-seconds of consumption saved"
             " against stock Kafka (each row's basis in model/prevented).")  # fmt: skip
     ordered = sorted((r for r in saves if r.get("at")), key=lambda r: r["at"], reverse=True)
     ordered += [r for r in saves if not r.get("at")]

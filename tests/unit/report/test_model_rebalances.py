@@ -292,6 +292,26 @@ def test_a_silent_departure_counts_from_the_member_s_last_sign_of_life(
     assert ("undetected:" in row["basis"]) is (silent_s is not None), row["basis"]
 
 
+def test_a_member_replaced_within_the_previous_generation_is_read_from_its_last_record(spark: SparkSession) -> None:
+    """A static restart rewrites GroupMetadata in the same generation with the new member id: the departure of that
+    id is priced from the generation's LAST record (its timeouts, its partitions), and a cooperative rebalance does
+    not count the replaced id's partitions as moved."""
+    g, protocol = "g-replaced-then-expired", "cooperative-sticky"
+    old, new = (
+        _with_timeouts(member(m, [("t", 0), ("t", 1)], instance_id="s"), 6000, 9000) for m in ("s-old", "s-new")
+    )
+    other = member("other-1", [("t", 2)])
+    after = member("other-1", [("t", 0), ("t", 1), ("t", 2)])
+    gms = [gm(g, 1, 10.0, [old, other], protocol), gm(g, 1, 20.0, [new, other], protocol),
+           gm(g, 2, 40.025, [after], protocol)]  # fmt: skip
+    logs = [log("rebalance-prepared", g, 40.0, generation=1, reason="removing member s-new on heartbeat expiration."),
+            log("stabilized", g, 40.025, generation=2, members=1)]  # fmt: skip
+    row = next(r for r in run(spark, gms=gms, logs=logs) if r["generation"] == 2 and not r["gap"])
+    moved = {("s-new", "t", 0), ("s-new", "t", 1)}  # other-1 kept t-2
+    assert (row["undetected_s"], row["partitions_unavailable"]) == (6.0, len(moved))
+    assert row["unavailable_partition_s"] == pytest.approx(len(moved) * row["duration_s"] + 2 * 6.0)
+
+
 @pytest.mark.parametrize("previous", ["no GroupMetadata", "GroupMetadata without the member"])
 def test_an_expiry_without_the_member_s_timeouts_says_its_undetected_time_is_unknown(
     spark: SparkSession, previous: str

@@ -187,6 +187,8 @@ def test_what_vigil_prevented_is_summed_from_the_model_rows() -> None:
         ("c/pay", "stall-evicted"), ("c/orders", "static-restart"), ("c/orders", "bridged-restart"),
         ("c/pay", "bridged-restart")]  # fmt: skip
     assert "none" in html.render(NOW, [], [], [], []).split('<p id="prevented">')[1].split("<h2>")[0]
+    tiny = html.render(NOW, [], [], [], [], prevented=[{**saves[0], "partition_s_saved": -0.01}])
+    assert "<strong>0</strong> partition-seconds" in tiny  # never "-0"
 
 
 def test_group_anchors_are_unique_and_safe() -> None:
