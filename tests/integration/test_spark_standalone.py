@@ -62,7 +62,8 @@ def _reports(spark_kafka: SparkSession, kafka: KafkaCluster, tmp_path: Path, gro
              spark_cluster.master_url, *args],
             capture_output=True, text=True, timeout=600, check=False, env=env,
         )  # fmt: skip
-        apps = spark_cluster.state().get("completedapps", []) + spark_cluster.state().get("activeapps", [])
+        state = spark_cluster.state()
+        apps = state.get("completedapps", []) + state.get("activeapps", [])
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"on {spark_cluster.master_url} started" in done.stderr, done.stderr
     # one worker core: Spark's defaultParallelism floor of 2, not its default 200
