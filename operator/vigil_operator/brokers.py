@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaException
 
 from vigil_core import rules
+from vigil_core.errors import first_line
 from vigil_core.kafka import retry
 from vigil_core.kafka.census_plan import Miss, Observation
 from vigil_core.kafka.group_client import DeliberateRebalance, GroupClient, GroupClientError, GroupTimings
@@ -128,7 +129,7 @@ class Brokers:
             # start over next time: a client that lived through an outage may keep failing after the broker
             # is back (seen with librdkafka's admin client after a broker restart)
             await loop.run_in_executor(cluster.worker, self._reset, cluster)
-            found = dict.fromkeys(groups, _unreachable(cluster.connection, _one_line(exc)))
+            found = dict.fromkeys(groups, _unreachable(cluster.connection, first_line(exc)))
         finally:
             for group_id, future in gathering.asked.items():
                 if future.done():
@@ -176,7 +177,7 @@ class Brokers:
         except GroupClientError as exc:
             return exc.outcome
         except (KafkaException, RuntimeError, OSError) as exc:
-            log.warning("%s: %s", what, _one_line(exc))
+            log.warning("%s: %s", what, first_line(exc))
             return classify(api, TRANSPORT_ERROR)
 
     async def static_members_left(self, connection: KafkaConnection, group_id: str) -> frozenset[str]:
@@ -191,7 +192,7 @@ class Brokers:
         try:
             return await asyncio.get_running_loop().run_in_executor(cluster.worker, left)
         except (GroupClientError, KafkaException, RuntimeError, OSError) as exc:
-            log.warning("static members of %s that left: %s", group_id, _one_line(exc))
+            log.warning("static members of %s that left: %s", group_id, first_line(exc))
             return frozenset()
 
     async def rebalance_removing(self, connection: KafkaConnection, group_id: str, member: MemberView, reason: str,
@@ -210,7 +211,7 @@ class Brokers:
         except GroupClientError as exc:
             return DeliberateRebalance(exc.outcome, exc.outcome, rejoined=False)
         except (KafkaException, RuntimeError, OSError) as exc:
-            log.warning("rebalance %s removing %s: %s", group_id, member.member_id, _one_line(exc))
+            log.warning("rebalance %s removing %s: %s", group_id, member.member_id, first_line(exc))
             failed = classify(Api.LEAVE_GROUP, TRANSPORT_ERROR)
             return DeliberateRebalance(failed, failed, rejoined=False)
 
@@ -228,7 +229,7 @@ class Brokers:
         try:
             return await asyncio.get_running_loop().run_in_executor(cluster.worker, describe)
         except (GroupClientError, KafkaException, RuntimeError, OSError) as exc:
-            log.warning("subscriptions of %s: %s", group_id, _one_line(exc))
+            log.warning("subscriptions of %s: %s", group_id, first_line(exc))
             return None
 
     async def group_timings(self, connection: KafkaConnection, group_id: str) -> GroupTimings:
@@ -331,7 +332,7 @@ def _client(cluster: _Cluster) -> GroupClient:
         try:
             cluster.client = GroupClient(cluster.connection, client_id="vigil-operator", max_attempts=3)
         except OSError as exc:  # no broker answered (GroupWire's ConnectionError)
-            cluster.down = (time.monotonic(), _one_line(exc))
+            cluster.down = (time.monotonic(), first_line(exc))
             raise
         cluster.down = None
     return cluster.client
@@ -349,8 +350,3 @@ def _transient(missed: Miss) -> bool:
 def _unreachable(connection: KafkaConnection, why: str) -> Unreachable:
     servers = connection.bootstrap_servers
     return Unreachable("BrokerUnreachable", f"Kafka at {servers}: {why.removeprefix(f'{servers}: ')}")
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:500]

@@ -5,6 +5,7 @@ module before it is imported (kopf registers handlers at import time).
 """
 
 import argparse
+import asyncio
 import gc
 import importlib
 import logging
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vigil_core import settings as settings_loader
-from vigil_core.errors import ConfigError
+from vigil_core.errors import ConfigError, first_line
 from vigil_operator import settings as operator_settings
 from vigil_operator.settings import OperatorSettings
 
@@ -54,6 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # kafka-python is chatty; vigil reports failures itself
     if not args.verbose:  # a line per object per handler run is noise at scale; failures still show
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    refusal = asyncio.run(crd_refusal(os.environ.get("KUBECONFIG")))
+    if refusal is not None:
+        print(f"vigil operator: {refusal}", file=sys.stderr)
+        return 1
     gc.set_threshold(*GC_THRESHOLDS)
     import kopf  # noqa: PLC0415 - the operator extra, loaded only to run
 
@@ -72,3 +77,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         memo=kopf.Memo(watched=tuple(args.watch_namespace)),  # the catalog's startup list: the same namespaces
     )
     return 0
+
+
+async def crd_refusal(kubeconfig: str | None) -> str | None:
+    """Why the operator must not start: no cluster config, or the cluster's ConsumerGroup CRD is older than this
+    operator's (`domain.crd_revision`); None when it may. An API server that does not answer is not a refusal:
+    kopf then reports and retries it as it always does."""
+    from vigil_operator import crd  # noqa: PLC0415 - the operator extra (yaml), as the handlers
+    from vigil_operator.domain import crd_revision  # noqa: PLC0415
+    from vigil_operator.k8s.api import KubeApi, KubeError  # noqa: PLC0415
+
+    try:
+        kube = KubeApi.connect(kubeconfig)
+    except Exception as exc:  # noqa: BLE001 - whatever the config loader raises, it is one line for the user
+        return f"no Kubernetes cluster to talk to (not in a pod, and no usable kubeconfig): {first_line(exc)}"
+    try:
+        return crd_revision.problem(await kube.crd(crd.NAME), crd.load())
+    except KubeError as exc:
+        logging.getLogger(__name__).warning("the CRD's revision not checked: %s", exc)
+        return None
+    finally:
+        kube.close()

@@ -79,6 +79,11 @@ class OperatorMetrics:
             "Rebalances of the group, counted from its group epoch (KIP-848) or generation (classic, as"
             " __consumer_offsets says it) delta between two resyncs", GROUP_LABELS, registry=self.registry,
         )  # fmt: skip
+        self.group_without_sidecar = Gauge(
+            "vigil_operator_consumergroup_pods_without_sidecar",
+            "The group's pods labelled for injection that run without the vigil sidecar (condition SidecarMissing)",
+            GROUP_LABELS, registry=self.registry,
+        )  # fmt: skip
         self.group_resynced = Gauge(
             "vigil_operator_consumergroup_last_resync_timestamp_seconds", "Unix time of the group's last resync",
             GROUP_LABELS, registry=self.registry,
@@ -91,6 +96,7 @@ class OperatorMetrics:
                 _remove(self.group_state, *labels, last.state.value)
             self.group_state.labels(*labels, now.state.value).set(1)
         self.group_members.labels(*labels).set(now.members)
+        self.group_without_sidecar.labels(*labels).set(now.without_sidecar)
         if now.lag is not None:
             self.group_lag.labels(*labels).set(now.lag)
         elif last is not None and last.lag is not None:
@@ -102,7 +108,13 @@ class OperatorMetrics:
         """The ConsumerGroup is gone from this replica (deleted, or its loop stopped): its series go."""
         if last is not None:
             _remove(self.group_state, *labels, last.state.value)
-        for metric in (self.group_members, self.group_lag, self.group_rebalances, self.group_resynced):
+        for metric in (
+            self.group_members,
+            self.group_without_sidecar,
+            self.group_lag,
+            self.group_rebalances,
+            self.group_resynced,
+        ):
             _remove(metric, *labels)
 
     def move_state(self, before: GroupState | None, after: GroupState | None) -> None:

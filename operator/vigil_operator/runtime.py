@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from vigil_core import rules
+from vigil_core.errors import first_line
 from vigil_core.kafka import model
 from vigil_core.kafka.model import GroupState
 from vigil_core.kafka.security import KafkaConnection
@@ -132,7 +133,7 @@ class Runtime:
         return status
 
     def _read(self, key: Key, group_id: str, status: ConsumerGroupStatus, facts: GroupFacts | Unreachable,
-              connection: KafkaConnection | None) -> None:  # fmt: skip
+              connection: KafkaConnection | None, *, pods: list[PodFacts]) -> None:  # fmt: skip
         """The group's readings on `/metrics` (domain.readings): state, members, lag, rebalances (from the group epoch
         a KIP-848 group is described with, or a classic group's generation in `__consumer_offsets`), the resync's
         time."""
@@ -151,6 +152,7 @@ class Runtime:
             if isinstance(facts, GroupFacts) and connection is not None
             else None,
             now=time.time(),
+            without_sidecar=len(reconcile.without_sidecar(pods)),
         )
         self.metrics.move_state(last.state if last is not None else None, now.state)
         self.metrics.read_group(labels, last, now, rebalances)
@@ -192,7 +194,7 @@ class Runtime:
         except KubeError as exc:
             connection, facts = None, Unreachable("SecretMissing", str(exc))
         except (ValueError, ValidationError) as exc:
-            connection, facts = None, Unreachable("InvalidKafkaSettings", _one_line(exc))
+            connection, facts = None, Unreachable("InvalidKafkaSettings", first_line(exc))
         async with self._turn(stop):
             return await self._act(body, spec, stored, connection=connection, facts=facts, pods=pods,
                                    others=others, post=post, stop=stop)  # fmt: skip
@@ -237,7 +239,7 @@ class Runtime:
             self.departures.remember(str(meta["uid"]), status.members, now)
         step(stop, "before writing the status")
         await self._write(body, status, stored)
-        self._read((namespace, name), spec.group_id, status, facts, connection)
+        self._read((namespace, name), spec.group_id, status, facts, connection, pods=pods)
         for notice in notices:  # they tell what this status changed: they go with it
             post(notice)
         if (reason := stopping(stop)) is not None:
@@ -310,7 +312,3 @@ def _stored(body: Mapping[str, Any]) -> Stored:
 _OWN_ALIASES = frozenset(f.alias or n for n, f in ConsumerGroupStatus.model_fields.items()) - {"report"}
 """The status fields the operator owns: `report` is the report job's (field manager vigil-report); carrying it
 into an apply would make the operator co-own it and could put an older report back."""
-
-
-def _one_line(exc: BaseException) -> str:
-    return (str(exc) or type(exc).__name__).splitlines()[0]

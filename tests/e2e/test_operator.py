@@ -258,6 +258,61 @@ def test_unlabelled_pods_are_untouched_and_an_apps_own_probe_is_kept(kube: Kube,
     assert sidecar_env["VIGIL_ACTION"] == "alert"
 
 
+WITHOUT_SIDECAR = "vigil_operator_consumergroup_pods_without_sidecar"
+
+
+def test_a_labelled_pod_that_slipped_through_without_the_sidecar_is_reported(
+    kube: Kube, kafka: KafkaCluster, live_group, operator: RunningOperator
+) -> None:
+    """A consumer pod created before its ConsumerGroup (the webhook admits it unchanged, with a warning) runs without
+    the sidecar: once the ConsumerGroup exists, its status names the pod, an Event warns of it, and the metric counts
+    it; deleted, the pod no longer counts."""
+    namespace, _, _ = live_group
+    name, group = "late", clients.unique("late")
+    bootstrap = kafka.connection().bootstrap_servers
+    topic = clients.create_topic(kafka.connection(), clients.unique("late"), partitions=1)
+    template = statefulset(name, group, topic, bootstrap)["spec"]["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {**template["metadata"], "name": "late-0"},
+           "spec": template["spec"]}  # fmt: skip
+    created = kube.core.create_namespaced_pod(namespace, pod).to_dict()
+    assert sidecars(created) == []  # no ConsumerGroup "late" yet: admitted without the sidecar
+    kube.apply(consumer_group(name, group, bootstrap), namespace)
+    status = wait_for(
+        lambda: status_of(kube, namespace, name),
+        lambda s: cond(s, "SidecarMissing").get("status") == "True",
+        timeout=bound(RESYNC_SECONDS + 10),
+        what="SidecarMissing=True on the late ConsumerGroup",
+    )
+    assert cond(status, "SidecarMissing")["reason"] == "PodsWithoutSidecar"
+    assert "late-0" in cond(status, "SidecarMissing")["message"]
+    wait_for(
+        lambda: events_for(kube, namespace, name),
+        lambda evs: any(e["reason"] == "SidecarMissingTrue" and "late-0" in e["message"] for e in evs),
+        timeout=bound(10),
+        what="a SidecarMissingTrue Event on the ConsumerGroup",
+    )
+    wait_for(
+        lambda: operator.reading(WITHOUT_SIDECAR, namespace=namespace, consumergroup=name),
+        lambda v: v == 1,
+        timeout=bound(RESYNC_SECONDS + 5),
+        what=f"{WITHOUT_SIDECAR} = 1",
+    )
+    kube.core.delete_namespaced_pod("late-0", namespace, grace_period_seconds=0)
+    status = wait_for(
+        lambda: status_of(kube, namespace, name),
+        lambda s: cond(s, "SidecarMissing").get("status") == "False",
+        timeout=bound(RESYNC_SECONDS + 15),
+        what="SidecarMissing=False once the pod is gone",
+    )
+    assert cond(status, "SidecarMissing")["reason"] == "AllInjected"
+    wait_for(  # the metric is set right after the status is written
+        lambda: operator.reading(WITHOUT_SIDECAR, namespace=namespace, consumergroup=name),
+        lambda v: v == 0,
+        timeout=bound(RESYNC_SECONDS + 5),
+        what=f"{WITHOUT_SIDECAR} = 0",
+    )
+
+
 def test_a_stalled_member_shows_in_status_and_as_an_event(kube: Kube, kafka: KafkaCluster, live_group) -> None:
     namespace, name, group = live_group
     # stall only a Stable group (a member stalled mid-rebalance holds the group in PreparingRebalance, where

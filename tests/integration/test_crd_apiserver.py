@@ -27,6 +27,7 @@ from vigil_operator.domain.status import (
     ConditionType,
     ConsumerGroupStatus,
     MemberStatus,
+    RolloutPhase,
     StalledMember,
 )
 
@@ -194,6 +195,32 @@ def test_a_timestamp_the_model_refuses_the_apiserver_refuses(kube: Kube, namespa
         )
     assert refused.value.status == 422
     assert "status.lastRebalance" in json.loads(refused.value.body)["message"]
+
+
+def test_a_newer_operators_condition_types_and_phases_are_stored_and_read_leniently(
+    kube: Kube, namespace: str, installed: None
+) -> None:
+    """No enum on the status fields a newer operator may extend: the apiserver keeps them, this model reads the
+    conditions it knows and an unknown rollout phase as Paused."""
+    cr = yaml.safe_load((cases.EXAMPLES[0].parent / "dynamic-deployment.yaml").read_text())
+    create(kube, namespace, cr)
+    newer = {
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "Stable", "lastTransitionTime": WHEN},
+            {"type": "SidecarVersionSkew", "status": "True", "reason": "Skewed", "lastTransitionTime": WHEN},
+        ],
+        "rollout": {"targetRevision": "r2", "phase": "Verifying", "total": 2, "done": 1},
+    }
+    kube.custom.patch_namespaced_custom_object_status(
+        API_GROUP, VERSION, namespace, PLURAL, "orders", {"status": newer}
+    )
+    stored = kube.custom.get_namespaced_custom_object(API_GROUP, VERSION, namespace, PLURAL, "orders")["status"]
+    assert [c["type"] for c in stored["conditions"]] == ["Ready", "SidecarVersionSkew"]
+    assert stored["rollout"]["phase"] == "Verifying"
+    status = ConsumerGroupStatus.model_validate(stored)
+    assert [c.type for c in status.conditions] == [ConditionType.READY]
+    assert status.rollout is not None
+    assert (status.rollout.phase, status.rollout.done) == (RolloutPhase.PAUSED, 1)
 
 
 def test_the_group_id_is_immutable_and_the_rest_of_the_spec_is_not(kube: Kube, namespace: str, installed: None) -> None:

@@ -4,7 +4,10 @@ with a ConsumerGroup and its status keeps both, and takes the new field at once.
 "The previous schema" is this release's CRD without `spec.liveness.nodeLostGraceSeconds` (added in this
 release): what a cluster installed from the previous chart has."""
 
+import asyncio
 import copy
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,13 +18,17 @@ from kubernetes import client
 from vigil_core.crd import API_GROUP, PLURAL, VERSION
 from vigil_dev.testing.kube_fixtures import Kube, install_crd
 from vigil_dev.testing.waiting import bound, wait_for
+from vigil_operator import cli as operator_cli
 from vigil_operator import crd
+from vigil_operator.domain import crd_revision
 
 pytestmark = pytest.mark.kube
 
 
 def previous_crd() -> dict[str, Any]:
     older = copy.deepcopy(crd.load())
+    annotations = older["metadata"]["annotations"]
+    annotations[crd_revision.ANNOTATION] = str(crd_revision.revision(older) - 1)
     version = older["spec"]["versions"][0]
     liveness = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["liveness"]
     del liveness["properties"]["nodeLostGraceSeconds"]
@@ -60,6 +67,7 @@ def test_vigil_crd_apply_upgrades_in_place_keeping_crs_and_status(kube: Kube, ol
     assert crd.main(["apply", "--kubeconfig", str(kube.kubeconfig)]) == 0
 
     assert "nodeLostGraceSeconds" in liveness_fields(kube)
+    assert asyncio.run(operator_cli.crd_refusal(str(kube.kubeconfig))) is None  # the operator may start now
     after = kube.custom.get_namespaced_custom_object(API_GROUP, VERSION, namespace, PLURAL, "orders")
     expected = copy.deepcopy(before["spec"])
     expected["liveness"]["nodeLostGraceSeconds"] = 60  # the apiserver defaults stored objects as it reads them
@@ -73,6 +81,21 @@ def test_vigil_crd_apply_upgrades_in_place_keeping_crs_and_status(kube: Kube, ol
     fresh = copy.deepcopy(cr) | {"metadata": {"name": "payments"}}
     created = kube.custom.create_namespaced_custom_object(API_GROUP, VERSION, namespace, PLURAL, fresh)
     assert created["spec"]["liveness"]["nodeLostGraceSeconds"] == 60
+
+
+def test_the_operator_refuses_to_start_on_the_previous_crd_in_one_line(kube: Kube, old_cluster: str) -> None:
+    """Helm never upgrades `crds/`: an operator upgraded without `vigil crd apply` would write status fields the
+    old schema prunes. It says so and exits before it acts on anything."""
+    done = subprocess.run(
+        [sys.executable, "-m", "vigil_cli", "operator", "--kubeconfig", str(kube.kubeconfig), "--no-webhook"],
+        capture_output=True, text=True, timeout=bound(30), check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    need = crd_revision.revision(crd.load())
+    assert done.stderr == (
+        f"vigil operator: the CRD {crd.NAME} in the cluster is revision {need - 1}, this operator needs {need}: "
+        f"{crd_revision.FIX}\n"
+    )
 
 
 def test_vigil_crd_apply_without_a_cluster_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:

@@ -174,9 +174,15 @@ def _not_candidate(pod: Mapping[str, Any], namespace: str, cfg: InjectionConfig)
 
 def already_injected(pod: Mapping[str, Any]) -> bool:
     """A sidecar in containers or initContainers, or the stamp: reinvocation and re-applied pods change nothing."""
-    spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
-    names = {c.get("name") for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]}
-    return SIDECAR_NAME in names or INJECTED_ANNOTATION in (meta.get("annotations") or {})
+    return has_sidecar(pod) or INJECTED_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {})
+
+
+def has_sidecar(pod: Mapping[str, Any]) -> bool:
+    """The sidecar is among the pod's containers or initContainers (a native sidecar)."""
+    spec = pod.get("spec") or {}
+    return SIDECAR_NAME in {
+        c.get("name") for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+    }
 
 
 WARNING_MAX: Final = 250

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from vigil_core.sidecar_contract import DEFAULT_HEALTH_PORT, env_var
-from vigil_operator.domain.injection import NAMESPACE_ENV, POD_NAME_ENV, SIDECAR_NAME
+from vigil_operator.domain.injection import INJECT_LABEL, NAMESPACE_ENV, POD_NAME_ENV, SIDECAR_NAME, has_sidecar
 from vigil_operator.domain.reconcile import PodFacts
 
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -32,6 +32,7 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
         str((meta.get("labels") or {}).get(REVISION_LABEL) or ""),
         any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
         _crash_looping(pod), str((pod.get("spec") or {}).get("nodeName") or "") or None,
+        sidecar_missing=(meta.get("labels") or {}).get(INJECT_LABEL) == "true" and not has_sidecar(pod),
     )  # fmt: skip
     known = {POD_NAME_ENV: name, NAMESPACE_ENV: namespace}
     spec = pod.get("spec") or {}

@@ -22,6 +22,8 @@ class Readings:
     """The last generation or group epoch seen; None while none was (not described, or not readable)."""
     resynced_at: float
     """Unix time of the resync."""
+    without_sidecar: int = 0
+    """The group's pods labelled for injection that run without the sidecar (`reconcile.without_sidecar`)."""
 
 
 def rebalances_between(before: int | None, after: int | None) -> int:
@@ -35,10 +37,17 @@ def rebalances_between(before: int | None, after: int | None) -> int:
 
 
 def next_readings(
-    last: Readings | None, *, state: GroupState, members: int, lag: int | None, generation: int | None, now: float
+    last: Readings | None,
+    *,
+    state: GroupState,
+    members: int,
+    lag: int | None,
+    generation: int | None,
+    now: float,
+    without_sidecar: int = 0,
 ) -> tuple[Readings, int]:
     """This resync's readings and the rebalances since the last. A resync that could not read the generation keeps
     the last one: the rebalances in between are counted at the next resync that can."""
     known = generation if generation is not None else (last.generation if last is not None else None)
     counted = rebalances_between(last.generation if last is not None else None, generation)
-    return Readings(state, members, lag, known, now), counted
+    return Readings(state, members, lag, known, now, without_sidecar), counted

@@ -68,6 +68,8 @@ class PodFacts:
     sidecar_url: str | None = None
     """`http://<pod IP>:<health port>` of its injected sidecar (`/v1/status` names the member and its generation);
     None without a sidecar or an IP."""
+    sidecar_missing: bool = False
+    """Labelled for injection (`vigil.dev/inject: "true"`) yet without the sidecar (ConditionType.SIDECAR_MISSING)."""
 
 
 @dataclass(frozen=True)
@@ -216,12 +218,41 @@ def _conditions(
         cs = put(cs, ConditionType.REBALANCING, "True" if view.rebalancing else "False", view.state.value, said)
         ready = _readiness(view, status, config)
         cs = put(cs, ConditionType.READY, *ready)
+    cs = put(cs, ConditionType.SIDECAR_MISSING, *_sidecars(obs.pods))
     restart = cond.find(cs, ConditionType.RESTART_IN_PROGRESS)  # owned by the restart coordinator once it runs
     if restart is None:
         cs = put(cs, ConditionType.RESTART_IN_PROGRESS, "False", "NoRestart", "No coordinated restart is running.")
     else:
         cs = put(cs, ConditionType.RESTART_IN_PROGRESS, restart.status, restart.reason, restart.message)
     return cs
+
+
+MISSING_NAMED = 10
+"""Pods a SidecarMissing message names; the count says how many more."""
+
+
+def without_sidecar(pods: Sequence[PodFacts]) -> list[str]:
+    """The group's pods labelled for injection that run without the sidecar (being deleted: no longer counted)."""
+    return sorted(p.name for p in pods if p.sidecar_missing and not p.deleting)
+
+
+def _sidecars(pods: Sequence[PodFacts]) -> tuple[cond.Truth, str, str]:
+    missing = without_sidecar(pods)
+    if not missing:
+        return "False", "AllInjected", "Every pod labelled for injection runs the vigil sidecar."
+    named = ", ".join(missing[:MISSING_NAMED]) + (
+        f" and {len(missing) - MISSING_NAMED} more" if len(missing) > MISSING_NAMED else ""
+    )
+    return (
+        "True",
+        "PodsWithoutSidecar",
+        (
+            f"{len(missing)} pod(s) labelled for injection run without the vigil sidecar: {named}. They were created"
+            " while the injection webhook was unreachable or failed open, or it did not inject them (their creation"
+            " warnings say why); their members have no liveness enforcement. Delete each once the webhook is up: the"
+            " sidecar is injected when a pod is created."
+        ),
+    )
 
 
 def _state_in_words(view: GroupView) -> str:
@@ -277,7 +308,7 @@ def _notices(previous: ConsumerGroupStatus, status: ConsumerGroupStatus) -> list
         old = before.get(c.type)
         if old is not None and (old.status, old.reason) == (c.status, c.reason):
             continue
-        bad = (c.type is ConditionType.STALLED and c.status == "True") or (
+        bad = (c.type in (ConditionType.STALLED, ConditionType.SIDECAR_MISSING) and c.status == "True") or (
             c.type in (ConditionType.READY, ConditionType.CONFIG_VALID) and c.status == "False"
         )
         if old is None and not bad and c.type is not ConditionType.READY:

@@ -11,7 +11,7 @@ resync that finds nothing new writes nothing (an etcd write and a watch fan-out 
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 #: RFC 3339, as the schema's `format: date-time` admits it (the apiserver rejects a status patch otherwise).
@@ -32,14 +32,30 @@ class ConditionType(StrEnum):
     """At least one member is stalled (a sidecar said so and the member is still in the group)."""
     REBALANCING = "Rebalancing"
     RESTART_IN_PROGRESS = "RestartInProgress"
+    SIDECAR_MISSING = "SidecarMissing"
+    """A pod labelled for injection runs without the sidecar: admitted while the webhook was down or failed open,
+    or not injected by it (the pod's creation warnings say why). Its member has no liveness enforcement."""
 
 
 #: The order conditions are written in (stable output; `kubectl describe` reads well).
 CONDITION_ORDER = tuple(ConditionType)
 
+#: The CRD's schema of `conditions[].type`: a string, not an enum, so a newer operator may add types (Kubernetes'
+#: own condition type rules).
+CONDITION_TYPE_SCHEMA = {"type": "string", "maxLength": 316, "pattern": r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"}
+
+
+def _known_conditions(conditions: Any) -> Any:
+    """A newer operator's condition types are left out (its successor in charge owns them), not a parse failure
+    that would lose the whole stored status, a rollout's state with it."""
+    if not isinstance(conditions, list | tuple):
+        return conditions
+    known = {str(t) for t in ConditionType}
+    return [c for c in conditions if not isinstance(c, dict) or c.get("type") in known]
+
 
 class Condition(_Status):
-    type: ConditionType
+    type: Annotated[ConditionType, WithJsonSchema(CONDITION_TYPE_SCHEMA)]
     status: Literal["True", "False", "Unknown"]
     reason: Annotated[str, Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)]
     """CamelCase, as Kubernetes conditions spell reasons."""
@@ -82,7 +98,8 @@ class RolloutStatus(_Status):
 
     target_revision: str
     """The StatefulSet's updateRevision being rolled out (or `restart@<time>` for a restart request)."""
-    phase: RolloutPhase
+    phase: Annotated[RolloutPhase, WithJsonSchema({"type": "string", "maxLength": 64})]
+    """Not an enum in the CRD: a newer operator may add phases; one this operator does not know reads as Paused."""
     total: Annotated[int, Field(ge=0)] = 0
     """Pods that needed a restart when the rollout began."""
     done: Annotated[int, Field(ge=0)] = 0
@@ -101,6 +118,18 @@ class RolloutStatus(_Status):
     for none: back to the broker's default); set while the rollout has it raised."""
     message: str = ""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_phase_pauses(cls, data: Any) -> Any:
+        """A phase written by a newer operator: this one neither resumes nor restarts what it cannot follow; the
+        rollout waits, as a paused one does, for a new revision or restart request."""
+        if not isinstance(data, dict) or data.get("phase") in {str(p) for p in RolloutPhase}:
+            return data
+        if not isinstance(data.get("phase"), str):
+            return data
+        note = f"phase {data['phase']!r} was written by a newer vigil operator; this one does not know it"
+        return {**data, "phase": RolloutPhase.PAUSED.value, "message": note}
+
 
 class ConsumerGroupStatus(_Status):
     observed_generation: Annotated[int, Field(ge=0)] = 0
@@ -117,7 +146,7 @@ class ConsumerGroupStatus(_Status):
     stalled_members: tuple[StalledMember, ...] = ()
     last_rebalance: Timestamp | None = None
     """When the operator last saw the group change generation, membership or assignment (RFC 3339)."""
-    conditions: tuple[Condition, ...] = ()
+    conditions: Annotated[tuple[Condition, ...], BeforeValidator(_known_conditions)] = ()
     rollout: RolloutStatus | None = None
     report: dict[str, Any] | None = None
     """Owned by the report job (field manager `vigil-report`): kept here so a status read back parses."""

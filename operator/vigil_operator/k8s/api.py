@@ -169,6 +169,19 @@ class KubeApi:
             return self._custom.list_cluster_custom_object(API_GROUP, VERSION, PLURAL, **paging)
         return self._custom.list_namespaced_custom_object(API_GROUP, VERSION, namespace, PLURAL, **paging)
 
+    async def crd(self, name: str) -> dict[str, Any] | None:
+        """A CustomResourceDefinition, None when it does not exist. Listed by name, not read: `list` is what the
+        operator's RBAC grants on CRDs (kopf discovers its resources by listing them)."""
+        extensions = client.ApiextensionsV1Api(self._api)
+        found = _json((await self._call(
+            f"CustomResourceDefinition {name}",
+            lambda: extensions.list_custom_resource_definition(
+                field_selector=f"metadata.name={name}", _preload_content=False
+            ),
+        )).data)  # fmt: skip
+        items: list[dict[str, Any]] = found.get("items") or []
+        return items[0] if items else None
+
     async def node(self, name: str) -> dict[str, Any] | None:
         """A Node object (cluster-scoped: `get` on nodes); None when it does not exist."""
         try:

@@ -169,7 +169,7 @@ def test_order_follows_condition_order_whatever_the_input_order() -> None:
         assert [c.type for c in cs] == [k for k in CONDITION_ORDER if k in {c.type for c in cs}]
     assert [c.type for c in cs] == list(CONDITION_ORDER)
     # an unordered input is written back ordered
-    shuffled = (cs[3], cs[0], cs[4], cs[2], cs[1])
+    shuffled = (cs[3], cs[0], cs[5], cs[4], cs[2], cs[1])
     again = put(shuffled, ConditionType.READY, "False", "Why", T0 + timedelta(seconds=1))
     assert [c.type for c in again] == list(CONDITION_ORDER)
 
