@@ -1,14 +1,18 @@
 """The admission webhooks (registered only when the operator serves them: `vigil operator` imports this module
 unless --no-webhook): sidecar injection into pods, and the cross-object check CEL cannot make on ConsumerGroups."""
 
+import logging
 from typing import Any
 
 import kopf
 
+from vigil_core.errors import first_line
 from vigil_operator.catalog import Catalog, Record
 from vigil_operator.domain import injection
 from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, parse_spec
 from vigil_operator.handlers import CR, SETTINGS
+
+log = logging.getLogger(__name__)
 
 
 @kopf.on.mutate(
@@ -24,15 +28,19 @@ def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], m
     kubelets: kopf.Index[str, str] = kwargs["kubelets"]
     namespace = str(body.get("metadata", {}).get("namespace") or "")
     wanted = str((body.get("metadata", {}).get("annotations") or {}).get(injection.GROUP_ANNOTATION) or "")
-    group = _spec_of(catalog.lookup((namespace, wanted)))
-    decision = injection.inject(
-        body,
-        namespace,
-        group,
-        wanted or None,
-        SETTINGS.injection(),
-        native_supported=injection.native_sidecars_supported(list(kubelets.get("kubelet", []))),
-    )
+    try:
+        group = _spec_of(catalog.lookup((namespace, wanted)))
+        decision = injection.inject(
+            body,
+            namespace,
+            group,
+            wanted or None,
+            SETTINGS.injection(),
+            native_supported=injection.native_sidecars_supported(list(kubelets.get("kubelet", []))),
+        )
+    except Exception as exc:  # a bug must not become a deny the failurePolicy never asked for
+        log.exception("inject-sidecar: pod %s/%s", namespace, body.get("metadata", {}).get("name") or "(generated)")
+        decision = injection.failed(SETTINGS.webhook_failure_policy, first_line(exc))
     warnings.extend(decision.warnings)
     if not decision.allowed:
         raise kopf.AdmissionError(decision.message, code=400)
@@ -41,13 +49,25 @@ def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], m
 
 
 @kopf.on.validate(*CR, operation="CREATE", id="one-cr-per-group")
-def one_cr_per_group(*, namespace: str | None, name: str, spec: kopf.Spec, memo: Any, **_: Any) -> None:
-    """What CEL cannot see: another ConsumerGroup already observing the same group at the same bootstrap."""
-    catalog: Catalog = memo["catalog"]
+def one_cr_per_group(
+    *, namespace: str | None, name: str, spec: kopf.Spec, memo: Any, warnings: list[str], **_: Any
+) -> None:
+    """What CEL cannot see: another ConsumerGroup already observing the same group at the same bootstrap. A failure
+    to tell admits it with a warning: the operator marks a duplicate `Ready=False, DuplicateGroup` anyway."""
+    try:
+        _refuse_a_second_cr(namespace or "", name, spec, memo["catalog"])
+    except kopf.AdmissionError:
+        raise
+    except Exception as exc:  # a bug must not refuse a ConsumerGroup: this check is a convenience
+        log.exception("one-cr-per-group: ConsumerGroup %s/%s", namespace, name)
+        warnings.append(f"vigil: the one-ConsumerGroup-per-Kafka-group check failed ({first_line(exc)}); admitted")
+
+
+def _refuse_a_second_cr(namespace: str, name: str, spec: kopf.Spec, catalog: Catalog) -> None:
     wanted = (spec.get("groupId"), (spec.get("kafka") or {}).get("bootstrapServers"))
     for claim in catalog.claims(str(spec.get("groupId") or "")):
         record = catalog.lookup((claim.namespace, claim.name))
-        if record is None or (claim.namespace, claim.name) == (namespace or "", name):
+        if record is None or (claim.namespace, claim.name) == (namespace, name):
             continue
         if (record.spec.get("groupId"), (record.spec.get("kafka") or {}).get("bootstrapServers")) == wanted:
             raise kopf.AdmissionError(

@@ -195,6 +195,18 @@ def _line(text: str) -> str:
     return flat if len(flat) <= WARNING_MAX else flat[: WARNING_MAX - 1] + "…"
 
 
+def failed(policy: str, error: str) -> Decision:
+    """The answer when deciding raised, as the webhook's failurePolicy says for an operator that cannot answer: Ignore
+    admits the pod unchanged with a warning (an exception would otherwise be kopf's `allowed: false`, a deny the
+    policy never asked for; the SidecarMissing condition then reports the pod), Fail refuses it so that its
+    controller retries once the webhook works."""
+    if policy == "Fail":
+        return Decision(allowed=False, message=_line(f"vigil: sidecar injection failed ({error}); failurePolicy Fail"))
+    return Decision(
+        warnings=[_line(f"vigil: sidecar not injected: the webhook failed ({error}); failurePolicy Ignore")]
+    )
+
+
 def _unknown_group(wanted: str, namespace: str, cfg: InjectionConfig) -> Decision:
     message = f"vigil: ConsumerGroup {wanted!r} ({GROUP_ANNOTATION}) not found in namespace {namespace}"
     if cfg.reject_unknown_group:

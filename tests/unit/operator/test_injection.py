@@ -669,3 +669,21 @@ def test_bridging_is_left_off_where_it_cannot_work(fields: dict[str, Any]) -> No
     g = (static_group if fields.get("membership") else group)(**{k: v for k, v in fields.items() if k != "membership"})
     settings, _ = started(injected(admitted(pod()), g))
     assert settings.bridge_enabled is False
+
+
+@pytest.mark.parametrize("policy", ["Ignore", "Fail"])
+def test_a_failure_to_decide_answers_as_the_failure_policy_says(policy: str) -> None:
+    """kopf answers a handler's exception with `allowed: false`: a deny even under Ignore. The webhook answers
+    instead as the apiserver would for an operator that cannot answer."""
+    decision = injection.failed(policy, "KeyError: 'kubelet'")
+    assert decision.changes == {}
+    if policy == "Ignore":
+        assert decision.allowed
+        assert len(decision.warnings) == 1
+        assert "not injected" in decision.warnings[0]
+        assert "KeyError: 'kubelet'" in decision.warnings[0]
+    else:
+        assert not decision.allowed
+        assert "KeyError: 'kubelet'" in decision.message
+        assert decision.warnings == []
+    assert all(len(line) <= injection.WARNING_MAX for line in [*decision.warnings, decision.message])
