@@ -9,12 +9,13 @@ from vigil_operator.catalog import Catalog, Record
 from vigil_operator.domain import injection
 from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, parse_spec
 from vigil_operator.handlers import CR, SETTINGS
+from vigil_operator.metrics import INJECT_SIDECAR, ONE_CR_PER_GROUP
 
 
 @kopf.on.mutate(
     "pods",
     operation="CREATE",
-    id="inject-sidecar",
+    id=INJECT_SIDECAR,
     labels={injection.INJECT_LABEL: "true"},
     # Ignore (default): an operator outage must not stop workloads from starting (they run without vigil)
     ignore_failures=SETTINGS.webhook_failure_policy == "Ignore",
@@ -40,7 +41,7 @@ def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], m
         patch[key] = value
 
 
-@kopf.on.validate(*CR, operation="CREATE", id="one-cr-per-group")
+@kopf.on.validate(*CR, operation="CREATE", id=ONE_CR_PER_GROUP)
 def one_cr_per_group(*, namespace: str | None, name: str, spec: kopf.Spec, memo: Any, **_: Any) -> None:
     """What CEL cannot see: another ConsumerGroup already observing the same group at the same bootstrap."""
     catalog: Catalog = memo["catalog"]
