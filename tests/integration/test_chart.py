@@ -13,6 +13,9 @@ import base64
 import copy
 import json
 import re
+import ssl
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,13 +33,14 @@ from vigil_core.budget.ledger import RefusalCause
 from vigil_dev import ports
 from vigil_dev.testing import chart
 from vigil_dev.testing.chart import Obj, Tools, find
+from vigil_dev.testing.images import TESTAPPS
 from vigil_dev.testing.kube_fixtures import Kube, exists, install_crd, read_json
-from vigil_dev.testing.operator import start_operator
+from vigil_dev.testing.operator import RunningOperator, reading, start_operator
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator import cli as operator_cli
 from vigil_operator import crd
 from vigil_operator import settings as operator_settings
-from vigil_operator.domain.injection import INJECT_LABEL
+from vigil_operator.domain.injection import GROUP_ANNOTATION, INJECT_LABEL, INJECTED_ANNOTATION, SIDECAR_NAME
 from vigil_operator.metrics import OperatorMetrics
 from vigil_operator.settings import POD_NAME_ENV, OperatorSettings
 from vigil_sidecar.metrics import Metrics
@@ -925,44 +929,13 @@ def test_the_charts_webhooks_match_the_ones_the_operator_manages(
     chart_mutating = server_form("MutatingWebhookConfiguration")
     chart_validating = server_form("ValidatingWebhookConfiguration")
 
-    def managed(kind: str) -> Obj | None:
-        read = (
-            admission.read_mutating_webhook_configuration
-            if kind == "mutating"
-            else admission.read_validating_webhook_configuration
-        )
-        return read_json(lambda: read("vigil.dev", _preload_content=False))
-
     operator = start_operator(kube.kubeconfig, tmp_path, name="chart-compare-operator")
-
-    def written_by_this_operator(config: Obj | None) -> bool:
-        hooks = (config or {}).get("webhooks") or []
-        return len(hooks) == 1 and f":{operator.webhook_port}/" in hooks[0]["clientConfig"].get("url", "")
-
     try:
-        operator_mutating = wait_for(
-            lambda: managed("mutating"),
-            written_by_this_operator,
-            timeout=bound(10),
-            what="the operator's managed MutatingWebhookConfiguration vigil.dev",
-        )
-        operator_validating = wait_for(
-            lambda: managed("validating"),
-            written_by_this_operator,
-            timeout=bound(10),
-            what="the operator's managed ValidatingWebhookConfiguration vigil.dev",
-        )
+        operator_mutating = _managed_by(admission, operator, "mutating")
+        operator_validating = _managed_by(admission, operator, "validating")
     finally:
         operator.stop()
-        for delete in (
-            admission.delete_mutating_webhook_configuration,
-            admission.delete_validating_webhook_configuration,
-        ):
-            try:
-                delete("vigil.dev")
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+        _delete_managed(admission)
     assert operator_mutating is not None
     assert operator_validating is not None
 
@@ -981,3 +954,119 @@ def test_the_charts_webhooks_match_the_ones_the_operator_manages(
     (kopf_hook,) = operator_mutating["webhooks"]
     assert (mine["reinvocationPolicy"], kopf_hook["reinvocationPolicy"]) == ("IfNeeded", "Never")
     assert kopf_hook["namespaceSelector"] == {}
+
+
+def _managed_by(admission: client.AdmissionregistrationV1Api, operator: RunningOperator, kind: str) -> Obj:
+    """The (mutating|validating) webhook configuration `vigil.dev` once this operator (managed mode) has written it."""
+    read = (
+        admission.read_mutating_webhook_configuration
+        if kind == "mutating"
+        else admission.read_validating_webhook_configuration
+    )
+
+    def written_by_this_operator(config: Obj | None) -> bool:
+        hooks = (config or {}).get("webhooks") or []
+        return len(hooks) == 1 and f":{operator.webhook_port}/" in hooks[0]["clientConfig"].get("url", "")
+
+    found: Obj = wait_for(
+        lambda: read_json(lambda: read("vigil.dev", _preload_content=False)),
+        written_by_this_operator,
+        timeout=bound(10),
+        what=f"the operator's managed {kind} webhook configuration vigil.dev",
+    )
+    return found
+
+
+def _delete_managed(admission: client.AdmissionregistrationV1Api) -> None:
+    for delete in (admission.delete_mutating_webhook_configuration, admission.delete_validating_webhook_configuration):
+        try:
+            delete("vigil.dev")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+# -- the operator's side of the chart's values: pull secrets on injected pods, webhook errors counted ----------
+
+
+def test_the_operator_adds_the_charts_pull_secrets_to_injected_pods_and_counts_webhook_errors(
+    kube: Kube, tools: Tools, crd_installed: None, namespace: str, tmp_path: Path
+) -> None:
+    """The operator run with the flags the chart renders for `imagePullSecrets` injects a labelled pod (created
+    through the real apiserver, dry-run) with the pod's own pull secret first and the chart's appended once; a request
+    it cannot serve is counted in `vigil_operator_webhook_errors_total`, and the injection before it was not."""
+    admission = client.AdmissionregistrationV1Api(kube.api)
+    values = {"imagePullSecrets": [{"name": "mirror"}, {"name": "regcred"}]}
+    args = [a for a in operator_container(tools.template("vigil", namespace, values, name="pull"))["args"]
+            if a.startswith("--sidecar-image-pull-secret=")]  # fmt: skip
+    assert args == ["--sidecar-image-pull-secret=mirror", "--sidecar-image-pull-secret=regcred"]
+    (port,) = ports.free_ports(1)  # the group's broker: nothing listens (injection needs only the spec)
+    group = yaml.safe_load((chart.ROOT / "examples" / "consumergroups" / "dynamic-deployment.yaml").read_text())
+    group["metadata"] = {"name": "orders", "namespace": namespace}
+    group["spec"]["kafka"] = {"bootstrapServers": f"127.0.0.1:{port}"}
+    kube.apply(group)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "orders-0",
+            "namespace": namespace,
+            "labels": {INJECT_LABEL: "true"},
+            "annotations": {GROUP_ANNOTATION: "orders"},
+        },
+        "spec": {
+            "imagePullSecrets": [{"name": "mirror"}, {"name": "app-pull"}],
+            "containers": [{"name": "app", "image": TESTAPPS, "imagePullPolicy": "Never"}],
+        },
+    }
+
+    def created() -> Obj:
+        done = tools.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(pod))
+        assert done.returncode == 0, done.output
+        result: Obj = json.loads(done.stdout)
+        return result
+
+    operator = start_operator(kube.kubeconfig, tmp_path, name="pull-secrets-operator", args=args)
+    try:
+        _managed_by(admission, operator, "mutating")
+        injected = wait_for(
+            created,
+            lambda p: INJECTED_ANNOTATION in (p["metadata"].get("annotations") or {}),
+            timeout=bound(20),
+            what="a labelled pod injected (the operator's catalog knows the ConsumerGroup)",
+        )
+        assert injected["spec"]["imagePullSecrets"] == [{"name": "mirror"}, {"name": "app-pull"}, {"name": "regcred"}]
+        sidecars = [c for c in [*injected["spec"].get("initContainers", []), *injected["spec"]["containers"]]
+                    if c["name"] == SIDECAR_NAME]  # fmt: skip
+        assert len(sidecars) == 1
+
+        def errors() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=2) as response:
+                return str(response.read().decode())
+
+        assert reading(errors(), "vigil_operator_webhook_errors_total", webhook="inject-sidecar") == 0  # served well
+        unverified = ssl.create_default_context()
+        unverified.check_hostname = False
+        unverified.verify_mode = ssl.CERT_NONE  # the operator's throwaway CA; only the answer's status matters here
+        # an AdmissionReview without the user's info: kopf's admission function refuses to serve it (400)
+        review = {"request": {"uid": "u-1", "operation": "CREATE", "object": pod,
+                              "resource": {"group": "", "version": "v1", "resource": "pods"}}}  # fmt: skip
+        garbage = urllib.request.Request(
+            f"https://127.0.0.1:{operator.webhook_port}/inject-sidecar",
+            data=json.dumps(review).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(garbage, timeout=5, context=unverified)  # noqa: S310 - https, the operator on loopback
+        assert refused.value.code == 400
+        wait_for(
+            lambda: reading(errors(), "vigil_operator_webhook_errors_total", webhook="inject-sidecar"),
+            lambda n: n == 1,
+            timeout=bound(5),
+            what="the unservable request counted",
+        )
+        assert reading(errors(), "vigil_operator_webhook_errors_total", webhook="one-cr-per-group") == 0
+    finally:
+        operator.stop()
+        _delete_managed(admission)
