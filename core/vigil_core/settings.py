@@ -113,17 +113,24 @@ def add_flags(
     sections: Mapping[str, str] | None = None,
     switches: bool = False,
 ) -> None:
-    """A flag per field of `model` (`--name VALUE`; `switches`: a boolean field as `--name`/`--no-name`), helped
+    """A flag per field of `model` (`--name VALUE`; `switches`: a boolean field as `--name`/`--no-name`; a tuple or
+    list field as a repeatable `--name VALUE`), helped
     by its meaning, default and (`prefix`: the process reads it) env var, in an argument group per section (see
     `describe`); absent flags parse as None, so `load` falls back to the env var."""
     for title, settings in groupby(describe(model, prefix=prefix, sections=sections), key=attrgetter("section")):
         group = parser.add_argument_group(title) if title else parser
         for s in settings:
             text = s.help().replace("%", "%%")  # argparse formats help with %
-            if switches and model.model_fields[s.name].annotation is bool:
+            annotation = model.model_fields[s.name].annotation
+            if switches and annotation is bool:
                 group.add_argument(
                     flag(s.name), dest=s.name, action=argparse.BooleanOptionalAction, default=None, help=text
                 )
+            elif get_origin(annotation) in (tuple, list):
+                group.add_argument(
+                    flag(s.name), dest=s.name, metavar=s.metavar, action="append", default=None,
+                    help=f"{text}; repeatable",
+                )  # fmt: skip
             else:
                 group.add_argument(flag(s.name), dest=s.name, metavar=s.metavar, help=text)
 
@@ -172,13 +179,20 @@ def _default(field: FieldInfo) -> tuple[str, bool]:
     value = field.get_default(call_default_factory=True)
     if value is None:
         return next((m.text for m in field.metadata if isinstance(m, Unset)), "unset"), False
+    if isinstance(value, (tuple, list)):
+        return (",".join(str(v) for v in value), True) if value else ("none", False)
+    return _literal(value), True
+
+
+def _literal(value: object) -> str:
+    """A default value as the docs show it."""
     if isinstance(value, Enum):
         value = value.value
     if isinstance(value, bool):
-        return str(value).lower(), True
+        return str(value).lower()
     if isinstance(value, float):
-        return f"{value:g}", True
-    return str(value) if value != "" else '""', True
+        return f"{value:g}"
+    return str(value) if value != "" else '""'
 
 
 def _metavar(name: str, annotation: object) -> str:

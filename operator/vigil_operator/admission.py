@@ -11,6 +11,7 @@ from vigil_operator.catalog import Catalog, Record
 from vigil_operator.domain import injection
 from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, parse_spec
 from vigil_operator.handlers import CR, SETTINGS
+from vigil_operator.metrics import INJECT_SIDECAR, ONE_CR_PER_GROUP
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +19,7 @@ log = logging.getLogger(__name__)
 @kopf.on.mutate(
     "pods",
     operation="CREATE",
-    id="inject-sidecar",
+    id=INJECT_SIDECAR,
     labels={injection.INJECT_LABEL: "true"},
     # Ignore (default): an operator outage must not stop workloads from starting (they run without vigil)
     ignore_failures=SETTINGS.webhook_failure_policy == "Ignore",
@@ -48,6 +49,7 @@ def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], m
         patch[key] = value
 
 
+<<<<<<< HEAD
 @kopf.on.validate(*CR, operation="CREATE", id="one-cr-per-group")
 def one_cr_per_group(
     *, namespace: str | None, name: str, spec: kopf.Spec, memo: Any, warnings: list[str], **_: Any
@@ -64,6 +66,12 @@ def one_cr_per_group(
 
 
 def _refuse_a_second_cr(namespace: str, name: str, spec: kopf.Spec, catalog: Catalog) -> None:
+=======
+@kopf.on.validate(*CR, operation="CREATE", id=ONE_CR_PER_GROUP)
+def one_cr_per_group(*, namespace: str | None, name: str, spec: kopf.Spec, memo: Any, **_: Any) -> None:
+    """What CEL cannot see: another ConsumerGroup already observing the same group at the same bootstrap."""
+    catalog: Catalog = memo["catalog"]
+>>>>>>> chart
     wanted = (spec.get("groupId"), (spec.get("kafka") or {}).get("bootstrapServers"))
     for claim in catalog.claims(str(spec.get("groupId") or "")):
         record = catalog.lookup((claim.namespace, claim.name))

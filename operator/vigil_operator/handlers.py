@@ -67,11 +67,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.connect_timeout = 30
     settings.posting.level = logging.ERROR  # our own Events say what matters; kopf's log lines stay in the log
     settings.execution.max_workers = 8
+    runtime = memo["runtime"] = Runtime(SETTINGS, KubeApi.connect())
     if SETTINGS.webhook:
-        settings.admission.server = webhook_server.server(SETTINGS)
+        settings.admission.server = webhook_server.server(SETTINGS, runtime.metrics)
         if SETTINGS.webhook_managed:
             settings.admission.managed = "vigil.dev"
-    runtime = memo["runtime"] = Runtime(SETTINGS, KubeApi.connect())
     if SETTINGS.metrics_port:
         memo["metrics_server"] = runtime.metrics.serve(SETTINGS.metrics_bind, SETTINGS.metrics_port)
     catalog = memo["catalog"] = Catalog()

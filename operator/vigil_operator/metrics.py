@@ -18,6 +18,12 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 GROUP_LABELS = ("namespace", "consumergroup", "group")
 """The ConsumerGroup's namespace and name, and its Kafka group id."""
 GroupLabels = tuple[str, str, str]
+INJECT_SIDECAR = "inject-sidecar"
+ONE_CR_PER_GROUP = "one-cr-per-group"
+OTHER_WEBHOOK = "other"
+WEBHOOKS = (INJECT_SIDECAR, ONE_CR_PER_GROUP, OTHER_WEBHOOK)
+"""The `webhook` label's values: the admission handlers' ids (their paths), and `other` for any other path a
+caller posts to (never the path itself: the label's values stay a closed set)."""
 
 
 class OperatorMetrics:
@@ -49,6 +55,15 @@ class OperatorMetrics:
             "vigil_operator_deliberate_rebalances", "Rebalances started after a rollout changed subscriptions",
             ["rejoined"], registry=self.registry,
         )  # fmt: skip
+
+        self.webhook_errors = Counter(
+            "vigil_operator_webhook_errors",
+            "Admission requests a webhook failed (an error, not a refusal: a handler's exception or a request it"
+            " could not serve), by webhook (its path: inject-sidecar, one-cr-per-group; other for any other path)",
+            ["webhook"], registry=self.registry,
+        )  # fmt: skip
+        for webhook in WEBHOOKS:  # at 0 from the start, so increase() sees the first error
+            self.webhook_errors.labels(webhook)
 
         self.group_states = Gauge(
             "vigil_operator_group_state",

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from vigil_core import settings
 from vigil_core.events import EVENTS_TOPIC_DEFAULT
@@ -21,6 +21,13 @@ ENV_PREFIX = "VIGIL_OPERATOR_"
 POD_NAME_ENV = "VIGIL_POD_NAME"
 """The operator's pod name, from the downward API (`fieldRef: metadata.name`, set by the chart): its identity as the
 Lease holder and in kopf's logs."""
+
+
+def _names(value: object) -> object:
+    """A comma-separated string (an env var) as its names; anything else as given."""
+    if isinstance(value, str):
+        return tuple(n.strip() for n in value.split(",") if n.strip())
+    return value
 
 
 class OperatorSettings(BaseModel):
@@ -39,6 +46,9 @@ class OperatorSettings(BaseModel):
     """Where the sidecars publish stalls (read) and the operator publishes group snapshots ("" = off)."""
     sidecar_image: str = f"vigil-sidecar:{VERSION}"
     """The injected sidecar's image (a ConsumerGroup's `spec.sidecar.image` overrides it)."""
+    sidecar_image_pull_secret: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], BeforeValidator(_names)] = ()
+    """An imagePullSecret the injected pod gets for the sidecar image (a Secret in the pod's namespace), added to its
+    `spec.imagePullSecrets` unless there (env: comma-separated)."""
     reject_unknown_group: bool = False
     """A labelled pod naming a ConsumerGroup that does not exist: reject it (else admit it unchanged, warn)."""
     state_dir: Path = Path("/tmp/vigil-operator")  # noqa: S108 - private 0700 dir for credential files
@@ -72,6 +82,7 @@ class OperatorSettings(BaseModel):
     def injection(self) -> InjectionConfig:
         return InjectionConfig(
             sidecar_image=self.sidecar_image,
+            image_pull_secrets=self.sidecar_image_pull_secret,
             operator_namespace=self.namespace,
             events_topic=self.events_topic,
             reject_unknown_group=self.reject_unknown_group,

@@ -1,6 +1,7 @@
 """The admission webhook's HTTPS server: kopf's, with certificates made by `cryptography` when none are given
 (kopf's self-signed mode needs oscrypto, which fails on OpenSSL 3), and the request's namespace filled into the
-object (a pod created from a template may reach admission without `metadata.namespace`)."""
+object (a pod created from a template may reach admission without `metadata.namespace`), and every failed request
+counted by webhook (`vigil_operator_webhook_errors_total`)."""
 
 import socket
 from collections.abc import AsyncIterator
@@ -10,31 +11,64 @@ from typing import Any
 import kopf
 
 from vigil_operator import pki
+from vigil_operator.metrics import INJECT_SIDECAR, ONE_CR_PER_GROUP, OTHER_WEBHOOK, OperatorMetrics
 from vigil_operator.settings import OperatorSettings
 
 
 class NamespacedWebhookServer(kopf.WebhookServer):
-    async def __call__(self, fn: Any) -> AsyncIterator[Any]:
-        async def with_namespace(request: Any, **kwargs: Any) -> Any:
-            payload = request.get("request") or {}
-            obj = payload.get("object")
-            if isinstance(obj, dict) and payload.get("namespace"):
-                meta = obj.setdefault("metadata", {})
-                meta.setdefault("namespace", payload["namespace"])
-            return await fn(request, **kwargs)
+    def __init__(self, *args: Any, metrics: OperatorMetrics, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.metrics = metrics
 
-        wrapped: Any = with_namespace
-        async for client_config in super().__call__(wrapped):
+    async def __call__(self, fn: Any) -> AsyncIterator[Any]:
+        async for client_config in super().__call__(served(fn, self.metrics)):
             yield client_config
 
 
-def server(settings: OperatorSettings) -> kopf.WebhookServer:
+def served(fn: Any, metrics: OperatorMetrics) -> Any:
+    """kopf's `fn` for one admission request, with the request's namespace filled into the object, and its errors
+    counted (`vigil_operator_webhook_errors_total`, by webhook)."""
+
+    async def with_namespace(request: Any, **kwargs: Any) -> Any:
+        payload = request.get("request") or {}
+        obj = payload.get("object")
+        if isinstance(obj, dict) and payload.get("namespace"):
+            meta = obj.setdefault("metadata", {})
+            meta.setdefault("namespace", payload["namespace"])
+        webhook = kwargs.get("webhook")
+        label = webhook if webhook in (INJECT_SIDECAR, ONE_CR_PER_GROUP) else OTHER_WEBHOOK
+        try:
+            response = await fn(request, **kwargs)
+        except Exception:
+            metrics.webhook_errors.labels(label).inc()  # kopf answers the apiserver 4xx (a request it cannot serve)
+            raise
+        if failed(response):
+            metrics.webhook_errors.labels(label).inc()
+        return response
+
+    return with_namespace
+
+
+def failed(response: Any) -> bool:
+    """A response that reports a handler's error: kopf answers an exception with `allowed: false` and code 500 (a
+    refusal, `kopf.AdmissionError`, carries its own 4xx code and is a decision, not an error)."""
+    status = ((response or {}).get("response") or {}).get("status") or {}
+    return int(status.get("code") or 0) >= 500
+
+
+def server(settings: OperatorSettings, metrics: OperatorMetrics) -> kopf.WebhookServer:
     host = settings.webhook_host or _default_host(settings.webhook_bind)
     cert, key, ca = settings.webhook_cert, settings.webhook_key, settings.webhook_ca
     if cert is None or key is None:
         cert, key, ca = _throwaway(settings.state_dir / "webhook", host)
     return NamespacedWebhookServer(
-        addr=settings.webhook_bind, port=settings.webhook_port, host=host, certfile=cert, pkeyfile=key, cafile=ca
+        addr=settings.webhook_bind,
+        port=settings.webhook_port,
+        host=host,
+        certfile=cert,
+        pkeyfile=key,
+        cafile=ca,
+        metrics=metrics,
     )
 
 

@@ -13,11 +13,15 @@ import base64
 import copy
 import json
 import re
+import ssl
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+import promql_parser
 import pytest
 import yaml
 from cryptography import x509
@@ -25,18 +29,22 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from vigil_core.budget import ledger
+from vigil_core.budget.ledger import RefusalCause
 from vigil_dev import ports
 from vigil_dev.testing import chart
 from vigil_dev.testing.chart import Obj, Tools, find
+from vigil_dev.testing.images import TESTAPPS
 from vigil_dev.testing.kube_fixtures import Kube, exists, install_crd, read_json
-from vigil_dev.testing.operator import start_operator
+from vigil_dev.testing.operator import RunningOperator, reading, start_operator
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator import cli as operator_cli
 from vigil_operator import crd
-from vigil_operator.domain.injection import INJECT_LABEL
+from vigil_operator import settings as operator_settings
+from vigil_operator.domain.injection import GROUP_ANNOTATION, INJECT_LABEL, INJECTED_ANNOTATION, SIDECAR_NAME
 from vigil_operator.metrics import OperatorMetrics
 from vigil_operator.settings import POD_NAME_ENV, OperatorSettings
 from vigil_sidecar.metrics import Metrics
+from vigil_sidecar.watchdog.state import AlertKind
 from vigil_spark import cli as report_cli
 
 pytestmark = pytest.mark.kube
@@ -45,7 +53,7 @@ REPORT_ON = {"report": {"enabled": True}, "kafka": {"bootstrapServers": "kafka.s
 WEBHOOK_PATHS = {"inject-sidecar.vigil.dev": "/inject-sidecar", "one-cr-per-group.vigil.dev": "/one-cr-per-group"}
 """kopf serves each webhook at /<handler id> (admission.py: `inject-sidecar`, `one-cr-per-group`)."""
 COMPONENT = "app.kubernetes.io/component"
-KINDS_WITHOUT_CRD = {"PodMonitor", "Certificate", "Issuer"}
+KINDS_WITHOUT_CRD = {"PodMonitor", "PrometheusRule", "Certificate", "Issuer"}
 """prometheus-operator and cert-manager kinds: their CRDs are not on the local apiserver (no registry for them
 here), so these documents are checked by the assertions below instead of `--dry-run=server`."""
 
@@ -90,20 +98,34 @@ def test_the_charts_crds_are_the_canonical_crds_byte_for_byte() -> None:
     assert sorted(p.name for p in (chart.CHART / "crds").iterdir()) == [chart.CANONICAL_CRD.name]
 
 
+KUBERNETES_TYPES = {"/operator/affinity", "/report/affinity", "/webhook/namespaceSelector"}
+"""Values that are Kubernetes' own types (Affinity, LabelSelector), empty by default: the schema refuses unknown keys
+at their top level; below it, the apiserver checks them at install (the values matrix renders them)."""
+
+
 def test_the_values_schema_refuses_unknown_keys_at_every_object_level() -> None:
     schema = json.loads((chart.CHART / "values.schema.json").read_text())
     values = yaml.safe_load((chart.CHART / "values.yaml").read_text())
     loose: list[str] = []
 
     def walk(node: dict[str, Any], value: Any, path: str) -> None:
-        if node.get("type") == "object":
-            if node.get("additionalProperties") is not False:
-                loose.append(path or "/")
-            assert isinstance(value, dict), f"{path}: values.yaml has {value!r} where the schema wants an object"
-            # every key of values.yaml is declared, and every declared key has a default in values.yaml
-            assert set(value) == set(node["properties"]), f"{path}: values {sorted(value)} vs schema"
-            for key, child in node["properties"].items():
-                walk(child, value[key], f"{path}/{key}")
+        if node.get("type") != "object":
+            return
+        assert isinstance(value, dict), f"{path}: values.yaml has {value!r} where the schema wants an object"
+        if isinstance(node.get("additionalProperties"), dict):  # a map (labels, a nodeSelector): names are yours
+            assert "properties" not in node, path
+            assert node["additionalProperties"].get("type") == "string", path
+            return
+        if node.get("additionalProperties") is not False:
+            loose.append(path or "/")
+            return
+        if path in KUBERNETES_TYPES:
+            assert value == {}, path
+            return
+        # every key of values.yaml is declared, and every declared key has a default in values.yaml
+        assert set(value) == set(node["properties"]), f"{path}: values {sorted(value)} vs schema"
+        for key, child in node["properties"].items():
+            walk(child, value[key], f"{path}/{key}")
 
     walk(schema, values, "")
     assert loose == []
@@ -126,6 +148,18 @@ def test_lint_strict_passes_on_the_default_values(tools: Tools) -> None:
         ({"report": {"enabled": True}}, ["/kafka/bootstrapServers", "minLength"]),
         ({"kafka": {"bootstrapServers": "localhost"}}, ["/kafka/bootstrapServers", "'localhost' does not match"]),
         ({"operator": {"image": {"tag": 1}}}, ["/operator/image/tag", "got number, want string"]),
+        ({"sidecar": {"image": {"digest": "sha256:abc"}}}, ["/sidecar/image/digest", "does not match"]),
+        ({"image": {"registry": "reg.example.com/a b"}}, ["/image/registry", "does not match"]),
+        ({"imagePullSecrets": ["regcred"]}, ["/imagePullSecrets/0", "got string, want object"]),
+        (
+            {"operator": {"tolerations": [{"key": "a", "operator": "Is"}]}},
+            ["/operator/tolerations/0/operator", "Exists"],
+        ),
+        ({"report": {"affinity": {"nodeAfinity": {}}}}, ["/report/affinity", "additional properties 'nodeAfinity'"]),
+        ({"webhook": {"hostNetwork": "yes"}}, ["/webhook/hostNetwork", "got string, want boolean"]),
+        ({"webhook": {"namespaceSelector": {"matchLabel": {}}}}, ["/webhook/namespaceSelector", "'matchLabel'"]),
+        ({"monitoring": {"prometheusRule": {"labels": {"release": 1}}}}, ["/monitoring/prometheusRule/labels/release"]),
+        ({"monitoring": {"podMonitor": {"label": {}}}}, ["/monitoring/podMonitor", "additional properties 'label'"]),
     ],
     ids=[
         "typo-top-level-key",
@@ -136,6 +170,15 @@ def test_lint_strict_passes_on_the_default_values(tools: Tools) -> None:
         "report-without-kafka",
         "no-port",
         "nested",
+        "short-digest",
+        "registry-with-space",
+        "pull-secret-not-an-object",
+        "toleration-operator",
+        "affinity-typo",
+        "host-network-type",
+        "namespace-selector-typo",
+        "rule-label-type",
+        "pod-monitor-typo",
     ],
 )
 def test_bad_values_fail_lint_with_a_message_naming_the_key(
@@ -168,6 +211,75 @@ MATRIX: dict[str, dict[str, Any]] = {
         "webhook": {"certManager": {"enabled": True, "issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}}
     },
     "monitoring": {"monitoring": {"podMonitor": {"enabled": True}, "grafanaDashboard": {"enabled": True}}},
+    "monitoring-labels-and-alerts": {
+        "monitoring": {
+            "podMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+            "prometheusRule": {
+                "enabled": True,
+                "labels": {"release": "kube-prometheus-stack"},
+                "systemicStallGroups": 5,
+            },
+        }
+    },
+    "registry-digests-pull-secrets": merged(
+        REPORT_ON,
+        {
+            "image": {"registry": "registry.example.com/kafka/"},
+            "imagePullSecrets": [{"name": "regcred"}, {"name": "mirror"}],
+            "operator": {"image": {"digest": "sha256:" + "0" * 64}},
+            "sidecar": {"image": {"digest": "sha256:" + "1" * 64, "tag": "ignored"}},
+            "report": {"image": {"tag": "0.2.0-rc1"}},
+        },
+    ),
+    "pull-secrets-not-injected": {
+        "imagePullSecrets": [{"name": "regcred"}],
+        "sidecar": {"injectImagePullSecrets": False},
+    },
+    "scheduling": merged(
+        REPORT_ON,
+        {
+            component: {
+                "nodeSelector": {"kubernetes.io/os": "linux"},
+                "tolerations": [
+                    {"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"},
+                    {
+                        "key": "node.kubernetes.io/unreachable",
+                        "operator": "Exists",
+                        "effect": "NoExecute",
+                        "tolerationSeconds": 30,
+                    },
+                ],
+                "affinity": {
+                    "podAntiAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "weight": 100,
+                                "podAffinityTerm": {
+                                    "topologyKey": "kubernetes.io/hostname",
+                                    "labelSelector": {"matchLabels": {COMPONENT: component}},
+                                },
+                            }
+                        ]
+                    }
+                },
+                "priorityClassName": f"vigil-{component}",
+            }
+            for component in ("operator", "report")
+        },
+    ),
+    "host-network": {
+        "webhook": {"hostNetwork": True, "port": 10443},
+        "operator": {"livenessPort": 10480, "metricsPort": 10481, "replicas": 2},
+    },
+    "namespace-selector": {
+        "webhook": {
+            "excludeNamespaces": ["legacy", "kube-system"],
+            "namespaceSelector": {
+                "matchLabels": {"vigil.dev/injection": "enabled"},
+                "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["test"]}],
+            },
+        }
+    },
     "no-webhook-no-rbac": {"webhook": {"enabled": False}, "rbac": {"create": False}},
     "replicas-cluster": {"operator": {"replicas": 2}},
     "replicas-namespaced": {"operator": {"replicas": 3, "leaderLease": "vigil-ha"}, "rbac": {"scope": "namespaced"}},
@@ -214,6 +326,8 @@ def test_each_rendered_values_case_is_accepted_by_the_apiserver(
         expected_without_crd |= {"Certificate"} | ({"Issuer"} if not webhook["certManager"].get("issuerRef") else set())
     if values.get("monitoring", {}).get("podMonitor", {}).get("enabled"):
         expected_without_crd.add("PodMonitor")
+    if values.get("monitoring", {}).get("prometheusRule", {}).get("enabled"):
+        expected_without_crd.add("PrometheusRule")
     assert {o["kind"] for o in without_crd} == expected_without_crd
 
     _check_operator_command_line(objects, namespace, values)
@@ -222,6 +336,9 @@ def test_each_rendered_values_case_is_accepted_by_the_apiserver(
     _check_rbac(objects, namespace, values)
     _check_report(objects, namespace, values)
     _check_monitoring(objects, values)
+    _check_images(objects, values)
+    _check_placement(objects, values)
+    _check_host_network(tools, objects, namespace, values)
 
 
 def _check_operator_command_line(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
@@ -247,7 +364,7 @@ def _check_operator_command_line(objects: list[Obj], namespace: str, values: dic
     assert settings.webhook is webhook.get("enabled", True)
     if settings.webhook:
         assert settings.webhook_failure_policy == webhook.get("failurePolicy", "Ignore")
-        assert settings.webhook_port == 9443
+        assert settings.webhook_port == webhook.get("port", 9443)
         assert settings.webhook_bind == "0.0.0.0"  # noqa: S104 - the apiserver calls in through the Service
         assert settings.webhook_cert is not None
         assert settings.webhook_key is not None
@@ -263,8 +380,10 @@ def _check_operator_command_line(objects: list[Obj], namespace: str, values: dic
     assert str(settings.state_dir).startswith("/tmp/")
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     (deployment,) = find(objects, "Deployment")
+    # with hostNetwork two operator pods cannot share a node (their ports are the node's): the old one goes first
+    surge = (0, 1) if webhook.get("hostNetwork") else (1, 0)
     assert deployment["spec"]["strategy"] == {
-        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge[0], "maxUnavailable": surge[1]}
     }  # fmt: skip
     assert deployment["spec"]["replicas"] == replicas
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
@@ -304,11 +423,19 @@ def _check_webhooks(objects: list[Obj], namespace: str, values: dict[str, Any]) 
         {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"], "scope": "*"}
     ]
     assert hook["objectSelector"] == {"matchExpressions": [{"key": INJECT_LABEL, "operator": "In", "values": ["true"]}]}
-    assert hook["namespaceSelector"] == {
+    # kube-system and the release namespace always left alone, then the values' exclusions (once each), then the
+    # values' own selector narrowing it
+    own = webhook.get("namespaceSelector", {})
+    excluded = list(dict.fromkeys(["kube-system", namespace, *webhook.get("excludeNamespaces", [])]))
+    expected_selector: Obj = {
         "matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]}
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded},
+            *own.get("matchExpressions", []),
         ]
     }
+    if own.get("matchLabels"):
+        expected_selector["matchLabels"] = own["matchLabels"]
+    assert hook["namespaceSelector"] == expected_selector
     assert hook["reinvocationPolicy"] == "IfNeeded"
     assert hook["timeoutSeconds"] <= 10
     (service,) = find(objects, "Service")
@@ -441,11 +568,22 @@ def _check_report(objects: list[Obj], namespace: str, values: dict[str, Any]) ->
 
 def _check_monitoring(objects: list[Obj], values: dict[str, Any]) -> None:
     monitoring = values.get("monitoring", {})
+    _check_prometheus_rule(objects, values)
     if not monitoring.get("podMonitor", {}).get("enabled"):
         assert find(objects, "PodMonitor") == []
     else:
         sidecars, operator = sorted(find(objects, "PodMonitor"), key=lambda m: m["metadata"]["name"], reverse=True)
         assert sidecars["apiVersion"] == operator["apiVersion"] == "monitoring.coreos.com/v1"
+        wanted = monitoring["podMonitor"].get("labels", {})
+        assert sidecars["metadata"]["labels"].items() >= wanted.items()
+        assert operator["metadata"]["labels"].items() >= wanted.items()
+        # the sidecars' series get the ConsumerGroup their pod names, as the operator's per-group series have it
+        assert sidecars["spec"]["podMetricsEndpoints"][0]["relabelings"] == [
+            {
+                "sourceLabels": ["__meta_kubernetes_pod_annotation_vigil_dev_consumer_group"],
+                "targetLabel": "consumergroup",
+            }
+        ]
         assert sidecars["spec"]["selector"] == {"matchLabels": {INJECT_LABEL: "true"}}
         assert sidecars["spec"]["podMetricsEndpoints"][0]["port"] == "vigil-health"  # the injected sidecar's port
         # the operator's own /metrics: the port the Deployment names, on the pods it selects
@@ -468,15 +606,129 @@ def _check_monitoring(objects: list[Obj], values: dict[str, Any]) -> None:
     _check_metric_names(exprs)
 
 
-def _check_metric_names(exprs: list[str]) -> None:
-    """Every metric the dashboard queries is one the sidecar or the operator exports (counters with prometheus'
-    `_total`)."""
+def _check_metric_names(exprs: list[str], pending: frozenset[str] = frozenset()) -> None:
+    """Every metric the dashboard (or an alert) queries is one the sidecar or the operator exports (counters with
+    prometheus' `_total`), or one of `pending`."""
     exported: set[str] = set()
     for registry in (Metrics().registry, OperatorMetrics().registry):
         for family in registry.collect():
             exported.add(family.name + "_total" if family.type == "counter" else family.name)
     used = {m for e in exprs for m in re.findall(r"vigil_(?:sidecar|operator)_[a-z_]+", e)}
-    assert used <= exported, used - exported
+    assert used <= exported | pending, used - exported - pending
+
+
+SIDECAR_MISSING = "vigil_operator_sidecar_missing_pods"
+"""The gauge another change adds to the operator (labels namespace, consumergroup); VigilSidecarMissing is written
+against it. Once the operator exports it, `_check_metric_names` finds it like any other."""
+ALERTS = {"VigilMemberStalled", "VigilGroupSystemicStall", "VigilSystemicStall", "VigilWebhookErrors",
+          "VigilSidecarMissing"}  # fmt: skip
+
+
+def _check_prometheus_rule(objects: list[Obj], values: dict[str, Any]) -> None:
+    """The alerts parse as PromQL, query only vigil's real metrics (and the pending gauge), and group by labels the
+    series have: the operator's per-group ones (namespace, consumergroup), the PodMonitor's relabelled one."""
+    rule_values = values.get("monitoring", {}).get("prometheusRule", {})
+    rules = find(objects, "PrometheusRule")
+    if not rule_values.get("enabled"):
+        assert rules == []
+        return
+    (rule,) = rules
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"].items() >= rule_values.get("labels", {}).items()
+    ((group,),) = [rule["spec"]["groups"]]
+    alerts = {r["alert"]: r for r in group["rules"]}
+    assert set(alerts) == ALERTS
+    for name, alert in alerts.items():
+        parsed = promql_parser.parse(alert["expr"])  # ValueError on a syntax error
+        assert parsed is not None, name
+        assert alert["labels"]["severity"] in {"warning", "critical"}
+        assert {"summary", "description"} <= set(alert["annotations"])
+    _check_metric_names([a["expr"] for a in alerts.values()], pending=frozenset({SIDECAR_MISSING}))
+    assert SIDECAR_MISSING in alerts["VigilSidecarMissing"]["expr"]
+    assert "vigil_operator_webhook_errors_total" in alerts["VigilWebhookErrors"]["expr"]
+    assert 'kind="budget-systemic-stall"' in alerts["VigilGroupSystemicStall"]["expr"]
+    assert alerts["VigilSystemicStall"]["expr"].rstrip().endswith(f">= {rule_values.get('systemicStallGroups', 3)}")
+    # the sidecar's kinds and actions the alerts name are the ones it counts
+    sidecar_kinds = {k.value for k in AlertKind} | {f"budget-{c}" for c in get_args(RefusalCause)}
+    for expr in (a["expr"] for a in alerts.values()):
+        for kinds in re.findall(r'kind=~?"([^"]+)"', expr):
+            assert set(kinds.split("|")) <= sidecar_kinds, kinds
+
+
+def _check_images(objects: list[Obj], values: dict[str, Any]) -> None:
+    """Every image is `[registry/]repository` with the digest when given (it wins over the tag), else the tag or the
+    appVersion; the sidecar the operator injects follows the same rule; the pull secrets go to every vigil pod and,
+    unless turned off, to the operator's flags for injected pods."""
+    registry = values.get("image", {}).get("registry", "").rstrip("/")
+    version = yaml.safe_load((chart.CHART / "Chart.yaml").read_text())["appVersion"]
+
+    def expected(component: str) -> str:
+        image = values.get(component, {}).get("image", {})
+        repository = image.get("repository", f"vigil-{component}")
+        repository = f"{registry}/{repository}" if registry else repository
+        if image.get("digest"):
+            return f"{repository}@{image['digest']}"
+        return f"{repository}:{image.get('tag') or version}"
+
+    container = operator_container(objects)
+    assert container["image"] == expected("operator")
+    parsed = operator_cli.build_parser().parse_args(container["args"][1:])
+    assert parsed.sidecar_image == expected("sidecar")
+    secrets = values.get("imagePullSecrets", [])
+    injected = values.get("sidecar", {}).get("injectImagePullSecrets", True)
+    assert (parsed.sidecar_image_pull_secret or []) == ([s["name"] for s in secrets] if injected else [])
+    settings = operator_settings.from_flags(vars(parsed))
+    assert settings.injection().image_pull_secrets == tuple(parsed.sidecar_image_pull_secret or ())
+    for pod in _pod_specs(objects).values():
+        assert pod.get("imagePullSecrets", []) == secrets
+    for job in find(objects, "CronJob"):
+        (report,) = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        assert report["image"] == expected("report")
+
+
+def _pod_specs(objects: list[Obj]) -> dict[str, Obj]:
+    """The pod templates by component: the operator's Deployment, the report's CronJob."""
+    pods: dict[str, Obj] = {}
+    for deployment in find(objects, "Deployment"):
+        pods["operator"] = deployment["spec"]["template"]["spec"]
+    for job in find(objects, "CronJob"):
+        pods["report"] = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return pods
+
+
+def _check_placement(objects: list[Obj], values: dict[str, Any]) -> None:
+    """nodeSelector, tolerations, affinity and priorityClassName as given, on the pods of their component only."""
+    for component, pod in _pod_specs(objects).items():
+        given = values.get(component, {})
+        for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName"):
+            assert pod.get(key) == (given.get(key) or None), (component, key)
+
+
+def _check_host_network(tools: Tools, objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
+    """hostNetwork on the operator pod with the DNS policy that keeps cluster names resolving; a pod of that template,
+    as the apiserver admits it, takes its ports on the node (hostPort = containerPort), so the scheduler never puts
+    two on one node — the reason the rolling update then takes the old pod down first."""
+    host_network = values.get("webhook", {}).get("hostNetwork", False)
+    template = _pod_specs(objects)["operator"]
+    assert template.get("hostNetwork", False) is host_network
+    assert template.get("dnsPolicy") == ("ClusterFirstWithHostNet" if host_network else None)
+    if not host_network:
+        return
+    spec = {**copy.deepcopy(template), "serviceAccountName": "default"}  # the chart's account is not created here
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "host-network", "namespace": namespace},
+        "spec": spec,
+    }
+    admitted = tools.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(pod))
+    assert admitted.returncode == 0, admitted.output
+    (container,) = json.loads(admitted.stdout)["spec"]["containers"]
+    host_ports = {p["name"]: p.get("hostPort") for p in container["ports"]}
+    operator = values.get("operator", {})
+    assert host_ports == {
+        "liveness": operator["livenessPort"], "metrics": operator["metricsPort"], "webhook": values["webhook"]["port"]
+    }  # fmt: skip
 
 
 # -- a real install, upgrade and uninstall -------------------------------------------------------------------
@@ -677,44 +929,13 @@ def test_the_charts_webhooks_match_the_ones_the_operator_manages(
     chart_mutating = server_form("MutatingWebhookConfiguration")
     chart_validating = server_form("ValidatingWebhookConfiguration")
 
-    def managed(kind: str) -> Obj | None:
-        read = (
-            admission.read_mutating_webhook_configuration
-            if kind == "mutating"
-            else admission.read_validating_webhook_configuration
-        )
-        return read_json(lambda: read("vigil.dev", _preload_content=False))
-
     operator = start_operator(kube.kubeconfig, tmp_path, name="chart-compare-operator")
-
-    def written_by_this_operator(config: Obj | None) -> bool:
-        hooks = (config or {}).get("webhooks") or []
-        return len(hooks) == 1 and f":{operator.webhook_port}/" in hooks[0]["clientConfig"].get("url", "")
-
     try:
-        operator_mutating = wait_for(
-            lambda: managed("mutating"),
-            written_by_this_operator,
-            timeout=bound(10),
-            what="the operator's managed MutatingWebhookConfiguration vigil.dev",
-        )
-        operator_validating = wait_for(
-            lambda: managed("validating"),
-            written_by_this_operator,
-            timeout=bound(10),
-            what="the operator's managed ValidatingWebhookConfiguration vigil.dev",
-        )
+        operator_mutating = _managed_by(admission, operator, "mutating")
+        operator_validating = _managed_by(admission, operator, "validating")
     finally:
         operator.stop()
-        for delete in (
-            admission.delete_mutating_webhook_configuration,
-            admission.delete_validating_webhook_configuration,
-        ):
-            try:
-                delete("vigil.dev")
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+        _delete_managed(admission)
     assert operator_mutating is not None
     assert operator_validating is not None
 
@@ -733,3 +954,119 @@ def test_the_charts_webhooks_match_the_ones_the_operator_manages(
     (kopf_hook,) = operator_mutating["webhooks"]
     assert (mine["reinvocationPolicy"], kopf_hook["reinvocationPolicy"]) == ("IfNeeded", "Never")
     assert kopf_hook["namespaceSelector"] == {}
+
+
+def _managed_by(admission: client.AdmissionregistrationV1Api, operator: RunningOperator, kind: str) -> Obj:
+    """The (mutating|validating) webhook configuration `vigil.dev` once this operator (managed mode) has written it."""
+    read = (
+        admission.read_mutating_webhook_configuration
+        if kind == "mutating"
+        else admission.read_validating_webhook_configuration
+    )
+
+    def written_by_this_operator(config: Obj | None) -> bool:
+        hooks = (config or {}).get("webhooks") or []
+        return len(hooks) == 1 and f":{operator.webhook_port}/" in hooks[0]["clientConfig"].get("url", "")
+
+    found: Obj = wait_for(
+        lambda: read_json(lambda: read("vigil.dev", _preload_content=False)),
+        written_by_this_operator,
+        timeout=bound(10),
+        what=f"the operator's managed {kind} webhook configuration vigil.dev",
+    )
+    return found
+
+
+def _delete_managed(admission: client.AdmissionregistrationV1Api) -> None:
+    for delete in (admission.delete_mutating_webhook_configuration, admission.delete_validating_webhook_configuration):
+        try:
+            delete("vigil.dev")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+# -- the operator's side of the chart's values: pull secrets on injected pods, webhook errors counted ----------
+
+
+def test_the_operator_adds_the_charts_pull_secrets_to_injected_pods_and_counts_webhook_errors(
+    kube: Kube, tools: Tools, crd_installed: None, namespace: str, tmp_path: Path
+) -> None:
+    """The operator run with the flags the chart renders for `imagePullSecrets` injects a labelled pod (created
+    through the real apiserver, dry-run) with the pod's own pull secret first and the chart's appended once; a request
+    it cannot serve is counted in `vigil_operator_webhook_errors_total`, and the injection before it was not."""
+    admission = client.AdmissionregistrationV1Api(kube.api)
+    values = {"imagePullSecrets": [{"name": "mirror"}, {"name": "regcred"}]}
+    args = [a for a in operator_container(tools.template("vigil", namespace, values, name="pull"))["args"]
+            if a.startswith("--sidecar-image-pull-secret=")]  # fmt: skip
+    assert args == ["--sidecar-image-pull-secret=mirror", "--sidecar-image-pull-secret=regcred"]
+    (port,) = ports.free_ports(1)  # the group's broker: nothing listens (injection needs only the spec)
+    group = yaml.safe_load((chart.ROOT / "examples" / "consumergroups" / "dynamic-deployment.yaml").read_text())
+    group["metadata"] = {"name": "orders", "namespace": namespace}
+    group["spec"]["kafka"] = {"bootstrapServers": f"127.0.0.1:{port}"}
+    kube.apply(group)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "orders-0",
+            "namespace": namespace,
+            "labels": {INJECT_LABEL: "true"},
+            "annotations": {GROUP_ANNOTATION: "orders"},
+        },
+        "spec": {
+            "imagePullSecrets": [{"name": "mirror"}, {"name": "app-pull"}],
+            "containers": [{"name": "app", "image": TESTAPPS, "imagePullPolicy": "Never"}],
+        },
+    }
+
+    def created() -> Obj:
+        done = tools.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(pod))
+        assert done.returncode == 0, done.output
+        result: Obj = json.loads(done.stdout)
+        return result
+
+    operator = start_operator(kube.kubeconfig, tmp_path, name="pull-secrets-operator", args=args)
+    try:
+        _managed_by(admission, operator, "mutating")
+        injected = wait_for(
+            created,
+            lambda p: INJECTED_ANNOTATION in (p["metadata"].get("annotations") or {}),
+            timeout=bound(20),
+            what="a labelled pod injected (the operator's catalog knows the ConsumerGroup)",
+        )
+        assert injected["spec"]["imagePullSecrets"] == [{"name": "mirror"}, {"name": "app-pull"}, {"name": "regcred"}]
+        sidecars = [c for c in [*injected["spec"].get("initContainers", []), *injected["spec"]["containers"]]
+                    if c["name"] == SIDECAR_NAME]  # fmt: skip
+        assert len(sidecars) == 1
+
+        def errors() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=2) as response:
+                return str(response.read().decode())
+
+        assert reading(errors(), "vigil_operator_webhook_errors_total", webhook="inject-sidecar") == 0  # served well
+        unverified = ssl.create_default_context()
+        unverified.check_hostname = False
+        unverified.verify_mode = ssl.CERT_NONE  # the operator's throwaway CA; only the answer's status matters here
+        # an AdmissionReview without the user's info: kopf's admission function refuses to serve it (400)
+        review = {"request": {"uid": "u-1", "operation": "CREATE", "object": pod,
+                              "resource": {"group": "", "version": "v1", "resource": "pods"}}}  # fmt: skip
+        garbage = urllib.request.Request(
+            f"https://127.0.0.1:{operator.webhook_port}/inject-sidecar",
+            data=json.dumps(review).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(garbage, timeout=5, context=unverified)  # noqa: S310 - https, the operator on loopback
+        assert refused.value.code == 400
+        wait_for(
+            lambda: reading(errors(), "vigil_operator_webhook_errors_total", webhook="inject-sidecar"),
+            lambda n: n == 1,
+            timeout=bound(5),
+            what="the unservable request counted",
+        )
+        assert reading(errors(), "vigil_operator_webhook_errors_total", webhook="one-cr-per-group") == 0
+    finally:
+        operator.stop()
+        _delete_managed(admission)

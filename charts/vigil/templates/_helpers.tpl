@@ -56,8 +56,45 @@ app.kubernetes.io/component: operator
 {{- end -}}
 {{- end -}}
 
+{{/*
+An image reference from `image` ({repository, tag, digest}) and the chart (`root`): `image.registry` before the
+repository when set; the digest, when set, instead of the tag (`repo@sha256:...`); else the tag, by default the
+chart's appVersion. The operator's, the report's and the injected sidecar's (`--sidecar-image`) alike.
+*/}}
 {{- define "vigil.image" -}}
-{{- printf "%s:%s" .image.repository (default .chart.AppVersion .image.tag) -}}
+{{- $repository := .image.repository -}}
+{{- with .root.Values.image.registry -}}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository -}}
+{{- end -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" $repository .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (default .root.Chart.AppVersion .image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod fields every vigil pod of `component` (operator, report) shares: pull secrets and scheduling. */}}
+{{- define "vigil.podPlacement" -}}
+{{- $values := index .root.Values .component -}}
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{/* The pod and container security settings every vigil pod uses: non-root, read-only root, no privileges. */}}

@@ -12,6 +12,8 @@ Why the layout is what it is:
 - the sidecar has no readinessProbe: a native sidecar's readiness gates Pod Ready, and a Kafka outage must not
   pull the app out of its Service;
 - an app container's existing env entries and probes are never changed: only missing names are appended;
+- the operator's image pull secrets (for the sidecar image) are appended to the pod's `imagePullSecrets` only where
+  it does not name them: its own stay first and unchanged;
 - a group whose timings the sidecar would refuse at start (`config.load` exits 2) is not injected: the sidecar
   would only crash-loop, and with action restart take the app down with it (do no harm) — a warning says why.
 """
@@ -82,6 +84,9 @@ class InjectionConfig:
 
     operator_namespace: str
     sidecar_image: str = f"vigil-sidecar:{VERSION}"
+    image_pull_secrets: tuple[str, ...] = ()
+    """Secrets (in the pod's namespace) the kubelet pulls the sidecar image with: added to the pod's
+    `imagePullSecrets` when it does not name them already."""
     sidecar_resources: Mapping[str, Mapping[str, int | str]] = field(default_factory=_default_resources)
     beacon_port: int = DEFAULT_BEACON_PORT
     health_port: int = DEFAULT_HEALTH_PORT
@@ -104,7 +109,8 @@ class InjectionConfig:
 @dataclass(frozen=True)
 class Decision:
     """The webhook's answer. `changes` holds whole top-level values to replace (lists replaced whole), only the
-    ones that changed: `{"metadata": {"annotations": …}, "spec": {"containers"|"initContainers"|"volumes": …}}`."""
+    ones that changed: `{"metadata": {"annotations": …}, "spec": {"containers"|"initContainers"|"volumes"|
+    "imagePullSecrets": …}}`."""
 
     allowed: bool = True
     message: str = ""
@@ -249,9 +255,17 @@ def _inject(
         new_spec["containers"] = apps
     if volumes:
         new_spec["volumes"] = [*(spec.get("volumes") or []), *volumes.values()]
+    if pull_secrets := _missing_pull_secrets(spec, cfg):
+        new_spec["imagePullSecrets"] = [*(spec.get("imagePullSecrets") or []), *pull_secrets]
     annotations = {**(meta.get("annotations") or {}), INJECTED_ANNOTATION: sidecar["image"]}
     changes: Obj = {"metadata": {"annotations": annotations}, "spec": new_spec}
     return Decision(changes=changes, warnings=[_line(w) for w in warnings], injected=True)
+
+
+def _missing_pull_secrets(spec: Mapping[str, Any], cfg: InjectionConfig) -> list[Obj]:
+    """The operator's pull secrets the pod does not name yet, in their order (the pod's own stay first)."""
+    have = {ref.get("name") for ref in spec.get("imagePullSecrets") or []}
+    return [{"name": name} for name in dict.fromkeys(cfg.image_pull_secrets) if name not in have]
 
 
 def _use_native(group: ConsumerGroupSpec, native_supported: bool, warnings: list[str]) -> bool:

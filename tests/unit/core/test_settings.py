@@ -239,6 +239,32 @@ def test_the_operators_flags_are_its_settings() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        ([], {}, ()),
+        (["--sidecar-image-pull-secret", "regcred"], {}, ("regcred",)),
+        (["--sidecar-image-pull-secret", "a", "--sidecar-image-pull-secret", "b"], {}, ("a", "b")),
+        ([], {"VIGIL_OPERATOR_SIDECAR_IMAGE_PULL_SECRET": "a, b,"}, ("a", "b")),
+        (["--sidecar-image-pull-secret", "c"], {"VIGIL_OPERATOR_SIDECAR_IMAGE_PULL_SECRET": "a"}, ("c",)),
+    ],
+    ids=["none", "one", "repeated", "env-comma-separated", "flags-over-env"],
+)
+def test_a_repeatable_operator_flag_is_a_tuple_setting(
+    argv: list[str], env: dict[str, str], expected: tuple[str, ...]
+) -> None:
+    args = operator_cli.build_parser().parse_args(argv)
+    found = loader.load(OperatorSettings, prefix=operator_settings.ENV_PREFIX, env=env, flags=vars(args))
+    assert found.sidecar_image_pull_secret == expected
+    assert found.injection().image_pull_secrets == expected
+
+
+def test_an_empty_pull_secret_name_is_refused_naming_the_flag() -> None:
+    args = operator_cli.build_parser().parse_args(["--sidecar-image-pull-secret", ""])
+    with pytest.raises(ConfigError, match=r"^--sidecar-image-pull-secret: "):
+        operator_settings.from_flags(vars(args))
+
+
 def test_a_bad_operator_flag_exits_2_with_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

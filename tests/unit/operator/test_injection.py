@@ -687,3 +687,41 @@ def test_a_failure_to_decide_answers_as_the_failure_policy_says(policy: str) -> 
         assert "KeyError: 'kubelet'" in decision.message
         assert decision.warnings == []
     assert all(len(line) <= injection.WARNING_MAX for line in [*decision.warnings, decision.message])
+
+
+# -- image pull secrets -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("configured", "own", "expected"),
+    [
+        ((), None, None),
+        (("regcred",), None, ["regcred"]),
+        (("regcred",), [], ["regcred"]),
+        (("regcred", "mirror"), [{"name": "app-pull"}], ["app-pull", "regcred", "mirror"]),
+        (("regcred", "mirror"), [{"name": "mirror"}], ["mirror", "regcred"]),
+        (("regcred",), [{"name": "regcred"}], None),
+        (("regcred", "regcred"), None, ["regcred"]),
+    ],
+    ids=["none-configured", "added", "empty-list", "after-the-pods-own", "only-missing", "all-present", "once"],
+)
+def test_the_operators_pull_secrets_are_added_to_the_pod_unless_it_names_them(
+    configured: tuple[str, ...], own: list[dict[str, str]] | None, expected: list[str] | None
+) -> None:
+    cfg = InjectionConfig(operator_namespace="vigil-system", image_pull_secrets=configured)
+    p = pod() if own is None else pod(imagePullSecrets=own)
+    decision = run(p, cfg=cfg)
+    assert decision.injected
+    if expected is None:
+        assert "imagePullSecrets" not in decision.changes["spec"]
+    else:
+        assert decision.changes["spec"]["imagePullSecrets"] == [{"name": n} for n in expected]
+    out = apply(p, decision.changes)
+    assert run(out, cfg=cfg) == Decision()  # reinvocation and re-applied pods: nothing more
+
+
+def test_pods_left_alone_get_no_pull_secrets() -> None:
+    cfg = InjectionConfig(operator_namespace="vigil-system", image_pull_secrets=("regcred",))
+    assert run(pod(labels={"app": "orders"}), cfg=cfg) == Decision()
+    refused = run(pod(), group(client={"groupProtocol": "consumer", "heartbeatIntervalMs": 1000}), cfg=cfg)
+    assert (refused.changes, refused.injected) == ({}, False)  # a group the sidecar would refuse: not injected
