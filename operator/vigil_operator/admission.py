@@ -42,6 +42,7 @@ def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], m
     except Exception as exc:  # a bug must not become a deny the failurePolicy never asked for
         log.exception("inject-sidecar: pod %s/%s", namespace, body.get("metadata", {}).get("name") or "(generated)")
         decision = injection.failed(SETTINGS.webhook_failure_policy, first_line(exc))
+        memo["runtime"].metrics.webhook_errors.labels(INJECT_SIDECAR).inc()  # answered, so not a 500 the server counts
     warnings.extend(decision.warnings)
     if not decision.allowed:
         raise kopf.AdmissionError(decision.message, code=400)
@@ -49,8 +50,7 @@ def inject_sidecar(*, body: kopf.Body, patch: kopf.Patch, warnings: list[str], m
         patch[key] = value
 
 
-<<<<<<< HEAD
-@kopf.on.validate(*CR, operation="CREATE", id="one-cr-per-group")
+@kopf.on.validate(*CR, operation="CREATE", id=ONE_CR_PER_GROUP)
 def one_cr_per_group(
     *, namespace: str | None, name: str, spec: kopf.Spec, memo: Any, warnings: list[str], **_: Any
 ) -> None:
@@ -62,16 +62,11 @@ def one_cr_per_group(
         raise
     except Exception as exc:  # a bug must not refuse a ConsumerGroup: this check is a convenience
         log.exception("one-cr-per-group: ConsumerGroup %s/%s", namespace, name)
+        memo["runtime"].metrics.webhook_errors.labels(ONE_CR_PER_GROUP).inc()
         warnings.append(f"vigil: the one-ConsumerGroup-per-Kafka-group check failed ({first_line(exc)}); admitted")
 
 
 def _refuse_a_second_cr(namespace: str, name: str, spec: kopf.Spec, catalog: Catalog) -> None:
-=======
-@kopf.on.validate(*CR, operation="CREATE", id=ONE_CR_PER_GROUP)
-def one_cr_per_group(*, namespace: str | None, name: str, spec: kopf.Spec, memo: Any, **_: Any) -> None:
-    """What CEL cannot see: another ConsumerGroup already observing the same group at the same bootstrap."""
-    catalog: Catalog = memo["catalog"]
->>>>>>> chart
     wanted = (spec.get("groupId"), (spec.get("kafka") or {}).get("bootstrapServers"))
     for claim in catalog.claims(str(spec.get("groupId") or "")):
         record = catalog.lookup((claim.namespace, claim.name))
