@@ -29,7 +29,7 @@ from vigil_core.kafka.security import KafkaConnection
 from vigil_operator import credentials
 from vigil_operator import settings as operator_settings
 from vigil_operator.brokers import Brokers
-from vigil_operator.domain import claims, conditions, readings, reconcile
+from vigil_operator.domain import claims, conditions, readings, reconcile, tenancy
 from vigil_operator.domain.readings import Readings
 from vigil_operator.domain.reconcile import GroupFacts, Notice, Observation, PodFacts, Unreachable
 from vigil_operator.domain.spec import ConsumerGroupSpec, SpecError, parse_spec
@@ -88,6 +88,7 @@ class Runtime:
         self.stalls = StallFeeds(self.settings.events_topic, self.settings.resync_seconds)
         self.budgets = BudgetLeases(self.kube)
         self.notices = Notices(self.kube, operator_settings.identity(os.environ))
+        self._tenancy = self.settings.injection().tenancy()
 
     def resynced(self, key: Key, generation: int | None = None) -> int | None:
         """The spec generation `key` was last resynced at (None: none yet); with `generation`, record it."""
@@ -183,6 +184,10 @@ class Runtime:
         except SpecError as exc:
             step(stop, "before it acted")
             return await self._invalid(body, stored, str(exc), now=datetime.now(UTC), post=post)
+        if refused := tenancy.refusals(spec, self._tenancy):  # before a Secret is read or a broker contacted
+            step(stop, "before it acted")
+            return await self._invalid(body, stored, "; ".join(refused), now=datetime.now(UTC), post=post,
+                                       reason="NotAllowed")  # fmt: skip
         try:
             async with self._turn(stop):
                 secrets = self.settings.state_dir / "secrets"
@@ -251,19 +256,20 @@ class Runtime:
         return status
 
     async def _invalid(
-        self, body: Mapping[str, Any], stored: "Stored", problem: str, *, now: datetime, post: Post
-    ) -> ConsumerGroupStatus:
+        self, body: Mapping[str, Any], stored: "Stored", problem: str, *, now: datetime, post: Post,
+        reason: str = "InvalidSpec",
+    ) -> ConsumerGroupStatus:  # fmt: skip
         generation = int(body["metadata"].get("generation") or 0)
         previous = stored.status
         cs = previous.conditions
         for kind in (ConditionType.CONFIG_VALID, ConditionType.READY):
-            cs = conditions.with_condition(cs, kind, "False", "InvalidSpec", problem, generation=generation, now=now)
+            cs = conditions.with_condition(cs, kind, "False", reason, problem, generation=generation, now=now)
         status = previous.model_copy(update={"observed_generation": generation, "conditions": cs})
         await self._write(body, status, stored)
         if conditions.find(previous.conditions, ConditionType.CONFIG_VALID) != conditions.find(
             cs, ConditionType.CONFIG_VALID
         ):
-            post(Notice("Warning", "InvalidSpec", problem))
+            post(Notice("Warning", reason, problem))
         return status
 
     async def _write(self, body: Mapping[str, Any], status: ConsumerGroupStatus, stored: "Stored") -> None:

@@ -49,6 +49,12 @@ class OperatorSettings(BaseModel):
     sidecar_image_pull_secret: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], BeforeValidator(_names)] = ()
     """An imagePullSecret the injected pod gets for the sidecar image (a Secret in the pod's namespace), added to its
     `spec.imagePullSecrets` unless there (env: comma-separated)."""
+    allowed_sidecar_image: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], BeforeValidator(_names)] = ()
+    """A pattern (shell-style: `registry.example/vigil-sidecar:*`) of further images a ConsumerGroup's
+    `spec.sidecar.image` may name; repeatable (env: comma-separated). None: only `--sidecar-image`."""
+    allowed_secret: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], BeforeValidator(_names)] = ()
+    """A pattern of the Secret names a ConsumerGroup may reference (always in its own namespace); repeatable (env:
+    comma-separated). None: any Secret of the ConsumerGroup's namespace."""
     reject_unknown_group: bool = False
     """A labelled pod naming a ConsumerGroup that does not exist: reject it (else admit it unchanged, warn)."""
     state_dir: Path = Path("/tmp/vigil-operator")  # noqa: S108 - private 0700 dir for credential files
@@ -83,6 +89,8 @@ class OperatorSettings(BaseModel):
         return InjectionConfig(
             sidecar_image=self.sidecar_image,
             image_pull_secrets=self.sidecar_image_pull_secret,
+            allowed_sidecar_images=self.allowed_sidecar_image,
+            allowed_secrets=self.allowed_secret,
             operator_namespace=self.namespace,
             events_topic=self.events_topic,
             reject_unknown_group=self.reject_unknown_group,

@@ -231,6 +231,10 @@ MATRIX: dict[str, dict[str, Any]] = {
             "report": {"image": {"tag": "0.2.0-rc1"}},
         },
     ),
+    "tenancy-allow-lists": {
+        "sidecar": {"allowedImages": ["registry.example.com/kafka/vigil-sidecar:*", "mirror.example/vigil-*"]},
+        "operator": {"allowedSecretNames": ["kafka-*", "shared-ca"]},
+    },
     "pull-secrets-not-injected": {
         "imagePullSecrets": [{"name": "regcred"}],
         "sidecar": {"injectImagePullSecrets": False},
@@ -680,6 +684,11 @@ def _check_images(objects: list[Obj], values: dict[str, Any]) -> None:
     assert (parsed.sidecar_image_pull_secret or []) == ([s["name"] for s in secrets] if injected else [])
     settings = operator_settings.from_flags(vars(parsed))
     assert settings.injection().image_pull_secrets == tuple(parsed.sidecar_image_pull_secret or ())
+    # the allow-lists of what a ConsumerGroup may name (domain.tenancy): the chart's own sidecar image always
+    tenancy = settings.injection().tenancy()
+    assert tenancy.default_image == expected("sidecar")
+    assert tenancy.allowed_images == tuple(values.get("sidecar", {}).get("allowedImages", []))
+    assert tenancy.allowed_secrets == tuple(values.get("operator", {}).get("allowedSecretNames", []))
     for pod in _pod_specs(objects).values():
         assert pod.get("imagePullSecrets", []) == secrets
     for job in find(objects, "CronJob"):

@@ -95,7 +95,10 @@ def bridge_state() -> str:
 def injected_pod(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     """A one-container pod of ConsumerGroup `name` as the webhook admits it (`injection.inject`: the sidecar's env,
     ports and probes, the app's wiring)."""
-    cfg = injection.InjectionConfig(operator_namespace="vigil-system")
+    # the recorded specs name their release's sidecar image: allowed, as a platform team pinning it would
+    cfg = injection.InjectionConfig(
+        operator_namespace="vigil-system", allowed_sidecar_images=("registry.example.com/*",)
+    )
     pod: dict[str, Any] = {
         "metadata": {"name": f"{name}-0", "namespace": "shop", "labels": {injection.INJECT_LABEL: "true"},
                      "annotations": {injection.GROUP_ANNOTATION: name}},

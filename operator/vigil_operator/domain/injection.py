@@ -44,7 +44,9 @@ from vigil_core.sidecar_contract import (
     env_var,
 )
 from vigil_core.version import VERSION
+from vigil_operator.domain import tenancy
 from vigil_operator.domain.spec import ConsumerGroupSpec, Kafka, Membership, SecretKeyRef, SidecarMode
+from vigil_operator.domain.tenancy import Tenancy
 
 INJECT_LABEL: Final = "vigil.dev/inject"
 GROUP_ANNOTATION: Final = "vigil.dev/consumer-group"
@@ -95,6 +97,13 @@ class InjectionConfig:
     sidecar_restart_seconds: float = 30.0
     """How long the sidecar itself may take to restart: the app's injected livenessProbe outlasts it."""
     reject_unknown_group: bool = False
+    allowed_sidecar_images: tuple[str, ...] = ()
+    """Patterns of further images `spec.sidecar.image` may name (domain.tenancy)."""
+    allowed_secrets: tuple[str, ...] = ()
+    """Patterns of the Secret names a ConsumerGroup may reference; none: any of its namespace."""
+
+    def tenancy(self) -> Tenancy:
+        return Tenancy(self.sidecar_image, self.allowed_sidecar_images, self.allowed_secrets)
 
     def __post_init__(self) -> None:
         for port in (self.beacon_port, self.health_port):
@@ -160,6 +169,8 @@ def inject(
     name = group_name or wanted
     if (problem := sidecar_refusal(group)) is not None:
         return Decision(warnings=[_line(f"vigil: not injected: ConsumerGroup {name}: {problem}")])
+    if refused := tenancy.refusals(group, cfg.tenancy()):
+        return Decision(warnings=[_line(f"vigil: not injected: ConsumerGroup {name}: {refused[0]}")])
     return _inject(pod, group, name, cfg, native_supported)
 
 

@@ -23,7 +23,8 @@ from vigil_operator.domain.spec import ConsumerGroupSpec, parse_spec
 from vigil_sidecar import config
 from vigil_sidecar.config import SidecarSettings
 
-CFG = InjectionConfig(operator_namespace="vigil-system")
+CFG = InjectionConfig(operator_namespace="vigil-system", allowed_sidecar_images=("*",))
+"""Any `spec.sidecar.image` allowed: the allow-lists have their own tests (test_tenancy.py)."""
 NS = "shop"
 POD_IP = "127.20.0.7"
 SECRETS = {"kafka-user": {"username": "svc-orders"}, "kafka-pass": {"password": "pw"}, "kafka-tls": {}}
