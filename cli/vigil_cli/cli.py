@@ -20,6 +20,11 @@ EXTRAS: dict[str, tuple[str, str, str]] = {
         "operator",
         "wait for a coordinated restart (status NAME)",
     ),
+    "check-injection": (
+        "vigil_operator.injection_check",
+        "operator",
+        "prove the injection webhook answers: a server-side dry-run of a labelled pod (helm test runs it)",
+    ),
     "report": ("vigil_spark.cli", "report", "ingest __consumer_offsets and vigil's events, build the rebalance report"),
 }
 

@@ -258,6 +258,15 @@ def test_unlabelled_pods_are_untouched_and_an_apps_own_probe_is_kept(kube: Kube,
     assert sidecar_env["VIGIL_ACTION"] == "alert"
 
 
+def test_helm_test_proves_the_apiserver_reaches_the_injection_webhook(operator: RunningOperator) -> None:
+    """`helm test`: `vigil check-injection` dry-runs a labelled pod in `default`; the webhook's answer (its warning
+    for a ConsumerGroup that does not exist there) is the proof, through the Service, TLS and caBundle."""
+    done = operator.tools.helm("test", operator.release, "--namespace", operator.namespace, "--logs",
+                               "--timeout", "120s")  # fmt: skip
+    assert done.returncode == 0, done.output
+    assert "vigil check-injection: the injection webhook answered: vigil: ConsumerGroup" in done.output
+
+
 WITHOUT_SIDECAR = "vigil_operator_consumergroup_pods_without_sidecar"
 
 
@@ -463,6 +472,31 @@ def test_a_missing_secret_and_an_unreachable_broker_are_conditions_not_crashes(
     assert "127.0.0.1:9" in unreachable["message"]
     assert operator.alive()
     assert "Traceback" not in operator.log_text()
+
+
+def test_an_image_the_chart_does_not_allow_is_refused_naming_the_field_and_never_injected(
+    kube: Kube, kafka: KafkaCluster, namespace: str
+) -> None:
+    """Write access to a ConsumerGroup is not "run any image": another sidecar image than the release's is refused
+    (the e2e release sets no `sidecar.allowedImages`), and the webhook leaves the group's pods alone."""
+    bootstrap = kafka.connection().bootstrap_servers
+    rogue = consumer_group("rogue", clients.unique("rogue"), bootstrap, spec={"sidecar": {"image": "evil.example/x:1"}})
+    kube.apply(rogue, namespace)
+    refused = wait_for(
+        lambda: cond(status_of(kube, namespace, "rogue"), "ConfigValid"),
+        lambda c: c.get("reason") == "NotAllowed",
+        timeout=bound(RESYNC_SECONDS + 10),
+        what="ConfigValid False NotAllowed",
+    )
+    assert refused["status"] == "False"
+    assert refused["message"].startswith("spec.sidecar.image: 'evil.example/x:1' is not allowed")
+    assert cond(status_of(kube, namespace, "rogue"), "Ready")["reason"] == "NotAllowed"
+    template = statefulset("rogue", clients.unique("rogue"), "t", bootstrap)["spec"]["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {**template["metadata"], "name": "rogue-0"},
+           "spec": template["spec"]}  # fmt: skip
+    created = kube.core.create_namespaced_pod(namespace, pod, dry_run="All").to_dict()
+    assert sidecars(created) == []
+    assert all(c["image"] != "evil.example/x:1" for c in created["spec"]["containers"])
 
 
 def test_groups_on_a_silent_cluster_are_reported_at_once_and_deleted_without_waiting_for_a_resync(

@@ -182,6 +182,16 @@ class KubeApi:
         items: list[dict[str, Any]] = found.get("items") or []
         return items[0] if items else None
 
+    async def dry_run_pod(self, namespace: str, pod: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """The pod as admission left it, created with dryRun=All (every webhook runs, nothing is stored), and the
+        apiserver's `Warning` header (the webhooks' warnings)."""
+        body: Any = dict(pod)  # the client takes a dict as it takes its V1Pod
+        response = await self._call(
+            f"a dry-run pod in {namespace}",
+            lambda: self._core.create_namespaced_pod(namespace, body, dry_run="All", _preload_content=False),
+        )
+        return _json(response.data), response.headers.get("Warning")
+
     async def node(self, name: str) -> dict[str, Any] | None:
         """A Node object (cluster-scoped: `get` on nodes); None when it does not exist."""
         try:
