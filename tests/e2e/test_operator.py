@@ -258,13 +258,14 @@ def test_unlabelled_pods_are_untouched_and_an_apps_own_probe_is_kept(kube: Kube,
     assert sidecar_env["VIGIL_ACTION"] == "alert"
 
 
-def test_helm_test_proves_the_apiserver_reaches_the_injection_webhook(operator: RunningOperator) -> None:
+def test_helm_test_proves_the_apiserver_reaches_the_injection_webhook(kube: Kube, operator: RunningOperator) -> None:
     """`helm test`: `vigil check-injection` dry-runs a labelled pod in `default`; the webhook's answer (its warning
     for a ConsumerGroup that does not exist there) is the proof, through the Service, TLS and caBundle."""
-    done = operator.tools.helm("test", operator.release, "--namespace", operator.namespace, "--logs",
-                               "--timeout", "120s")  # fmt: skip
+    done = operator.tools.helm("test", operator.release, "--namespace", operator.namespace, "--timeout", "120s")
     assert done.returncode == 0, done.output
-    assert "vigil check-injection: the injection webhook answered: vigil: ConsumerGroup" in done.output
+    pod = f"{operator.release}-check-injection"  # the release's name has "vigil" in it: it is the full name
+    said = kube.container_logs(operator.namespace, pod, "check-injection")
+    assert "vigil check-injection: the injection webhook answered: vigil: ConsumerGroup" in said
 
 
 WITHOUT_SIDECAR = "vigil_operator_consumergroup_pods_without_sidecar"

@@ -314,7 +314,8 @@ def test_each_rendered_values_case_is_accepted_by_the_apiserver(
     objects = tools.template(release, namespace, values, name=case)
 
     without_crd = [o for o in objects if o["kind"] in KINDS_WITHOUT_CRD]
-    checked = [o for o in objects if o["kind"] not in KINDS_WITHOUT_CRD]
+    # `helm test`'s pod needs its hook ServiceAccount to exist (a dry run makes none): the e2e suite runs it for real
+    checked = [o for o in objects if o["kind"] not in KINDS_WITHOUT_CRD and not _test_pod(o)]
     applied = tools.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-", stdin=chart.dump(checked))
     assert applied.returncode == 0, applied.output
     accepted = json.loads(applied.stdout)
@@ -343,6 +344,10 @@ def test_each_rendered_values_case_is_accepted_by_the_apiserver(
     _check_images(objects, values)
     _check_placement(objects, values)
     _check_host_network(tools, objects, namespace, values)
+
+
+def _test_pod(obj: Obj) -> bool:
+    return obj["kind"] == "Pod" and (obj["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"
 
 
 def _check_operator_command_line(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
