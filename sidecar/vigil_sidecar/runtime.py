@@ -51,8 +51,8 @@ from vigil_sidecar.watchdog.state import (
 __all__ = ["Sidecar"]
 
 #: The LeaveGroup client (kafka-python: its import and bootstrap, ~0.1 s) is made once the app has been silent for
-#: this share of its stall timeout: a silence that may end in an eviction, which then does not wait for it (the
-#: default check interval, at most a quarter of the stall timeout, wakes the loop in time).
+#: this share of its stall timeout (the loop wakes for it): a silence that may end in an eviction, which then does not
+#: wait for it.
 PREPARE_EVICTION_AT = 0.5
 
 log = logging.getLogger("vigil.sidecar")
@@ -154,7 +154,9 @@ class Sidecar:
             self._wake_at = None
             for action in actions:
                 self._carry_out(action)
-            self._prepare_eviction(now)
+            prepare_at = self._prepare_eviction(now)
+            if prepare_at is not None:
+                self._wake_at = prepare_at if self._wake_at is None else min(self._wake_at, prepare_at)
             observation = await self._next_observation()
 
     async def _next_observation(self) -> Observation:
@@ -195,16 +197,19 @@ class Sidecar:
             case _:
                 raise TypeError(f"unknown watchdog action {action!r}")
 
-    def _prepare_eviction(self, now: float) -> None:
+    def _prepare_eviction(self, now: float) -> float | None:
         """Once per sidecar, when the app has been silent for `PREPARE_EVICTION_AT` of its stall timeout and a stall
         would be acted on by a LeaveGroup: make the kafka-python half of the worker's client (loaded on demand, not at
-        start: a healthy sidecar's RSS), so the first eviction does not wait for its import and bootstrap."""
+        start: a healthy sidecar's RSS), so the first eviction does not wait for its import and bootstrap. Returns
+        when to look again (the loop wakes then, whatever its check interval), None when there is nothing to wait
+        for."""
         if self._eviction_prepared or self.last_beacon_at is None:
-            return
+            return None
         if self.settings.stall_action is not StallAction.LEAVE_GROUP:
-            return
-        if now - self.last_beacon_at < PREPARE_EVICTION_AT * self.settings.stall_timeout_seconds:
-            return
+            return None
+        prepare_at = self.last_beacon_at + PREPARE_EVICTION_AT * self.settings.stall_timeout_seconds
+        if now < prepare_at:
+            return prepare_at
         self._eviction_prepared = True
 
         def prepare() -> None:
@@ -214,6 +219,7 @@ class Sidecar:
                 log.info("the LeaveGroup client could not be made ahead of need: %s", exc)
 
         self.worker.run(prepare)
+        return None
 
     def _poll_age(self) -> float | None:
         return None if self.last_beacon_at is None else time.monotonic() - self.last_beacon_at

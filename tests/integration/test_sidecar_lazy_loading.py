@@ -1,5 +1,6 @@
 """The sidecar loads kafka-python (the LeaveGroup/Heartbeat client, ~9 MB of RSS) only when a moment needs it: a
-healthy member watched by the beacon or the progress signal never loads it; the first eviction does.
+healthy member watched by the beacon or the progress signal never loads it; a silence of half the stall timeout does,
+ahead of the eviction it may end in (which then does not wait ~0.1 s for it).
 
 What a real `vigil sidecar` process imported is read from its own log: started with `PYTHONPROFILEIMPORTTIME=1`,
 the interpreter writes one line per module imported, when it is imported (at start or later, lazily).
@@ -14,7 +15,7 @@ import pytest
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
-from vigil_dev.testing.waiting import wait_for
+from vigil_dev.testing.waiting import bound, wait_for
 from vigil_sidecar.client import Consumer as BeaconingConsumer
 
 pytestmark = pytest.mark.integration
@@ -25,9 +26,14 @@ LEFT = 'vigil_sidecar_actions_total{action="leave-group",outcome="NONE"}'
 OFFSET_FETCHES = 'vigil_sidecar_broker_requests_total{api="OffsetFetch",outcome="NONE"}'
 
 
+def _import_at(sidecar: RunningSidecar, package: str) -> int | None:
+    """Where in the sidecar's log its interpreter first imported `package` (or a module of it); None: not so far."""
+    found = re.search(rf"^import time:.*\|\s+{re.escape(package)}(\.\S+)?$", sidecar.log.read_text(), re.M)
+    return None if found is None else found.start()
+
+
 def _imported(sidecar: RunningSidecar, package: str) -> bool:
-    """Whether the sidecar's interpreter has imported `package` (or a module of it) so far."""
-    return re.search(rf"^import time:.*\|\s+{re.escape(package)}(\.\S+)?$", sidecar.log.read_text(), re.M) is not None
+    return _import_at(sidecar, package) is not None
 
 
 @pytest.fixture
@@ -48,13 +54,14 @@ def sidecars(kafka: KafkaCluster, tmp_path: Path) -> Iterator[Callable[..., Runn
         sidecar.stop()
 
 
-def test_the_beacon_signal_loads_kafka_python_at_the_first_eviction_only(
+def test_the_beacon_signal_loads_kafka_python_ahead_of_the_first_eviction_only(
     kafka: KafkaCluster, sidecars: Callable[..., RunningSidecar]
 ) -> None:
     conn = kafka.connection()
     topic = clients.create_topic(conn, clients.unique("lazy"), partitions=2)
     group = clients.unique("g-lazy")
-    sidecar = sidecars(group, "pod-a")
+    # no check falls between half the stall timeout and the stall: the loop wakes for the load all the same
+    sidecar = sidecars(group, "pod-a", check_interval_seconds=STALL)
     watched = clients.Member(
         conn, group, [topic], client_id="pod-a",
         consumer_factory=lambda conf: BeaconingConsumer(conf, beacon_addr=sidecar.beacon_addr),
@@ -69,9 +76,14 @@ def test_the_beacon_signal_loads_kafka_python_at_the_first_eviction_only(
         assert _imported(sidecar, "confluent_kafka"), "the import log names what the sidecar loaded"
         assert not _imported(sidecar, "kafka"), "a healthy member's sidecar loaded kafka-python"
 
-        watched.paused_polling.set()  # stalled: the eviction is the moment kafka-python is for
+        watched.paused_polling.set()  # stalled: an eviction may follow, the moment kafka-python is for
+        # loaded at half the stall timeout, before the stall is even due (no check in between: the loop woke for it)
+        wait_for(lambda: _imported(sidecar, "kafka"), timeout=bound(STALL / 2, slack=0.5), what="kafka-python loaded")
+        assert sidecar.metric(LEFT) == 0
         wait_for(lambda: sidecar.metric(LEFT), lambda n: n == 1, timeout=STALL + 15, what="the eviction done")
-        assert _imported(sidecar, "kafka"), "the eviction went out without kafka-python?"
+        loaded_at, decided_at = _import_at(sidecar, "kafka"), sidecar.log.read_text().find("evicting member")
+        assert loaded_at is not None
+        assert 0 <= loaded_at < decided_at, "kafka-python was loaded by the eviction, not ahead of it"
         wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 1, timeout=30, what="pod-b alone")
     finally:
         watched.close()
