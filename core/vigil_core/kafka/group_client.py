@@ -32,7 +32,7 @@ from vigil_core.kafka.outcomes import APP_POLLED, TRANSPORT_ERROR, Api, Outcome,
 from vigil_core.kafka.security import KafkaConnection
 from vigil_core.rules import BrokerLimits
 
-if TYPE_CHECKING:  # kafka-python's adapter is imported when a request needs it (`_wire_module`)
+if TYPE_CHECKING:  # kafka-python's adapter is imported when a request needs it (`GroupClient._wire`)
     from vigil_core.kafka import wire
 
 REASON_PREFIX = "vigil: "
