@@ -1,16 +1,31 @@
-"""A sidecar's footprint at steady state: RSS, CPU, and broker requests per check, per signal.
+"""A sidecar's footprint at steady state: RSS, CPU, and broker requests per check, per signal; and what loading
+kafka-python at the first eviction (instead of at start) adds to that eviction.
 
-A real `vigil sidecar` watches a healthy 2-member group on a fresh local broker for `--seconds`; RSS and CPU come
-from /proc of the sidecar's process, requests from its own metrics. The ratio column compares with the targets
-(RSS ≤ 80 MB, CPU ≤ 1% of a core); the "stock" client sends no extra requests, so requests are absolute.
+A real `vigil sidecar` watches a healthy 2-member group on a fresh local broker for `--seconds`, once per signal
+(beacon, progress, stats); RSS and CPU come from /proc of the sidecar's process, requests from its own metrics, and
+whether it loaded kafka-python from its interpreter's import log (`PYTHONPROFILEIMPORTTIME=1`). Ratios compare with
+the 65 MB measured before (2026-11-21) and the targets of issue #20 (RSS ≤ 35 MB with beacons, ≤ 40 MB with the
+progress and stats signals; CPU ≤ 0.5 % of a core); the stock client sends no extra requests, so requests are
+absolute.
 
-    .venv/bin/python bench/sidecar_footprint.py [--seconds 60]
+First eviction: a fresh interpreter that imported what a sidecar imports at start makes the sidecar's group client,
+describes the group (as the watchdog does before it evicts), then times one compare-and-remove of a real member, with
+kafka-python's client made: with the group client (before: at start); ahead of need (now: once the app has been
+silent for half its stall timeout, `runtime.PREPARE_EVICTION_AT`, the loop wakes for it); by the eviction itself (now,
+only when making it ahead of need failed: no broker answered then). Each `--evictions` times, in turn, a new group
+each time; the differences of the medians are what the lazy load costs.
+
+    .venv/bin/python bench/sidecar_footprint.py [--seconds 60] [--evictions 5]
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,10 +33,42 @@ from pathlib import Path
 from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
-from vigil_sidecar.client import Consumer as BeaconingConsumer
+from vigil_sidecar.client import Consumer as HelperConsumer
 
 CHECK = 5.0
 TICKS = os.sysconf("SC_CLK_TCK")
+SIGNALS = ("beacon", "progress", "stats")
+BEFORE_MB = 65.0  # bench/RESULTS.md, 2026-11-21: every signal
+TARGET_MB = {"beacon": 35.0, "progress": 40.0, "stats": 40.0}
+TARGET_CPU = 0.5  # % of a core
+TARGET_EVICTION_MS = 100.0  # the most the lazy load may add to the first eviction
+
+MODES = {
+    "eager": "made with the client (before)",
+    "prepared": "made ahead of need (now)",
+    "on-demand": "made by the eviction (now, if ahead of need failed)",
+}
+#: Run in a fresh interpreter: the first compare-and-remove of a sidecar's group client, timed (argv: a mode of
+#: MODES, group, member id; the connection from the environment).
+EVICT = """
+import json, os, sys, time
+import vigil_sidecar.__main__  # what a sidecar has imported once it serves
+from vigil_core.kafka.group_client import GroupClient
+from vigil_core.kafka.security import KafkaConnection
+
+mode, group, member = sys.argv[1:4]
+client = GroupClient(KafkaConnection.from_env(os.environ), client_id="vigil-sidecar-bench",
+                     wire_on_demand=mode != "eager")
+if mode == "prepared":
+    client.open_wire()  # what the sidecar does at half the stall timeout
+client.describe(group, subscriptions=False)  # the watchdog's look before it acts (the coordinator is known then)
+loaded = "kafka" in sys.modules
+started = time.perf_counter()
+outcome = client.remove_member(group, member, None, "footprint benchmark")
+took = time.perf_counter() - started
+print(json.dumps({"ms": took * 1000, "outcome": outcome.name, "kafka_loaded_before": loaded}))
+client.close()
+"""
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -39,15 +86,19 @@ def _requests(sidecar: RunningSidecar) -> float:
     return sum(float(v) for v in re.findall(r"^vigil_sidecar_broker_requests_total\{[^}]*\} ([0-9.e+]+)$", text, re.M))
 
 
-def measure(conn, state: Path, signal: str, seconds: float) -> tuple[float, float, float]:
+def _kafka_python_loaded(sidecar: RunningSidecar) -> bool:
+    return re.search(r"^import time:.*\|\s+kafka(\.\S+)?$", sidecar.log.read_text(), re.M) is not None
+
+
+def measure(conn, state: Path, signal: str, seconds: float) -> tuple[float, float, float, bool]:
     topic = clients.create_topic(conn, clients.unique("fp"), partitions=2)
     group = clients.unique("g-fp")
-    sidecar = start_sidecar(conn, group, "pod-a", state, signal=signal, stall_timeout_seconds=60,
-                            check_interval_seconds=CHECK, events_topic="", budget="none")  # fmt: skip
-    factory = (lambda c: BeaconingConsumer(c, beacon_addr=sidecar.beacon_addr)) if signal == "beacon" else None
+    sidecar = start_sidecar(conn, group, "pod-a", state, env={"PYTHONPROFILEIMPORTTIME": "1"}, signal=signal,
+                            stall_timeout_seconds=60, check_interval_seconds=CHECK, events_topic="",
+                            budget="none")  # fmt: skip
     watched = clients.Member(conn, group, [topic], "pod-a")
-    if factory is not None:
-        watched.consumer_factory = factory
+    if signal in ("beacon", "stats"):
+        watched.consumer_factory = lambda c: HelperConsumer(c, beacon_addr=sidecar.beacon_addr, signal=signal)
     members = [watched.start(), clients.Member(conn, group, [topic], "pod-b").start()]
     try:
         deadline = time.monotonic() + 60
@@ -66,31 +117,70 @@ def measure(conn, state: Path, signal: str, seconds: float) -> tuple[float, floa
         elapsed = time.monotonic() - t0
         cpu = (_cpu_seconds(pid) - cpu0) / elapsed * 100
         per_check = (_requests(sidecar) - req0) / (elapsed / CHECK)
-        return _rss_mb(pid), cpu, per_check
+        return _rss_mb(pid), cpu, per_check, _kafka_python_loaded(sidecar)
     finally:
         for m in members:
             m.close()
         sidecar.stop()
 
 
+def first_eviction(kafka, mode: str) -> dict:
+    """One timed first compare-and-remove (`mode`: one of MODES) of a real member of a new group."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("fp-ev"), partitions=2)
+    group = clients.unique("g-fp-ev")
+    member = clients.Member(conn, group, [topic], "pod-a").start()
+    try:
+        deadline = time.monotonic() + 60
+        while (clients.stable_members(conn, group) != 1 or member.member_id is None) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert member.member_id is not None, "the member never joined"
+        env = {**os.environ, **conn.to_env()}
+        run = subprocess.run([sys.executable, "-c", EVICT, mode, group, member.member_id], env=env,
+                             capture_output=True, text=True, check=True, timeout=120)  # fmt: skip
+        result = json.loads(run.stdout.strip().splitlines()[-1])
+        assert result["outcome"] == "NONE", result
+        return result
+    finally:
+        member.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--evictions", type=int, default=5, help="timed first evictions per mode")
     args = parser.parse_args()
     state = Path(tempfile.mkdtemp(prefix="vigil-footprint-"))
     kafka = kafka_cluster.create(state / "stack", progress=lambda line: print(f"# {line}", flush=True))
     try:
-        rows = [
-            (signal, *measure(kafka.connection(), state, signal, args.seconds)) for signal in ("beacon", "progress")
-        ]
+        rows = [(signal, *measure(kafka.connection(), state, signal, args.seconds)) for signal in SIGNALS]
+        evictions: dict[str, list[dict]] = {mode: [] for mode in MODES}
+        for _ in range(args.evictions):
+            for mode in MODES:
+                evictions[mode].append(first_eviction(kafka, mode))
     finally:
         kafka.stop()
         shutil.rmtree(state, ignore_errors=True)
     print(f"\nsteady state over {args.seconds:.0f} s, check interval {CHECK:.0f} s, 2 partitions, 2 members\n")
-    print("| signal | RSS | RSS / 80 MB target | CPU (% of a core) | CPU / 1% target | broker requests per check |")
-    print("|---|---|---|---|---|---|")
-    for signal, rss, cpu, per_check in rows:
-        print(f"| {signal} | {rss:.0f} MB | {rss / 80:.2f}× | {cpu:.2f} % | {cpu / 1.0:.2f}× | {per_check:.2f} |")
+    print("| signal | RSS | RSS / 65 MB before | RSS / target | CPU (% of a core) | CPU / 0.5 % target"
+          " | broker requests per check | kafka-python loaded |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for signal, rss, cpu, per_check, loaded in rows:
+        target = TARGET_MB[signal]
+        loaded_text = "yes" if loaded else "no"
+        print(f"| {signal} | {rss:.1f} MB | {rss / BEFORE_MB:.2f}× | {rss / target:.2f}× of {target:.0f} MB"
+              f" | {cpu:.2f} % | {cpu / TARGET_CPU:.2f}× | {per_check:.2f} | {loaded_text} |")  # fmt: skip
+    assert not any(r["kafka_loaded_before"] for r in evictions["on-demand"]), "on-demand: kafka-python was loaded"
+    ms = {mode: [float(r["ms"]) for r in runs] for mode, runs in evictions.items()}
+    median = {mode: statistics.median(values) for mode, values in ms.items()}
+    print(f"\nfirst eviction (compare-and-remove after the watchdog's describe), median of {args.evictions} each\n")
+    print("| kafka-python's client | first eviction (median) | all runs | added by the lazy load | added / 100 ms |")
+    print("|---|---|---|---|---|")
+    for mode, label in MODES.items():
+        runs = ", ".join(f"{v:.0f}" for v in ms[mode])
+        added = median[mode] - median["eager"]
+        cost = "— | —" if mode == "eager" else f"{added:+.0f} ms | {added / TARGET_EVICTION_MS:.2f}×"
+        print(f"| {label} | {median[mode]:.0f} ms | {runs} ms | {cost} |")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from vigil_core.kafka.group_client import GroupClientError
 from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import APP_POLLED, TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
+from vigil_core.liveness import StallAction
 from vigil_core.sidecar_contract import NO_BROKER_LIMITS, StatusMember
 from vigil_sidecar.config import BudgetMode, SidecarSettings
 from vigil_sidecar.metrics import Metrics
@@ -49,6 +50,11 @@ from vigil_sidecar.watchdog.state import (
 
 __all__ = ["Sidecar"]
 
+#: The LeaveGroup client (kafka-python: its import and bootstrap, ~0.1 s) is made once the app has been silent for
+#: this share of its stall timeout (the loop wakes for it): a silence that may end in an eviction, which then does not
+#: wait for it.
+PREPARE_EVICTION_AT = 0.5
+
 log = logging.getLogger("vigil.sidecar")
 
 
@@ -73,6 +79,8 @@ class Sidecar:
         self._wake_at: float | None = None
         self._stall_reported: MemberKey | None = None
         """The (member id, instance id) of the last stall-detected event until the app polls again."""
+        self._eviction_prepared = False
+        """The LeaveGroup client was made (or is being made) ahead of an eviction (`PREPARE_EVICTION_AT`)."""
         self.worker = KafkaWorker(connection, settings.pod_name)
         self.emitter = Emitter(settings, connection)
         self.said = Said()
@@ -146,6 +154,9 @@ class Sidecar:
             self._wake_at = None
             for action in actions:
                 self._carry_out(action)
+            prepare_at = self._prepare_eviction(now)
+            if prepare_at is not None:
+                self._wake_at = prepare_at if self._wake_at is None else min(self._wake_at, prepare_at)
             observation = await self._next_observation()
 
     async def _next_observation(self) -> Observation:
@@ -185,6 +196,30 @@ class Sidecar:
                     self._stall_event(self.state.member.member_id, self.state.member.instance_id, "alert")
             case _:
                 raise TypeError(f"unknown watchdog action {action!r}")
+
+    def _prepare_eviction(self, now: float) -> float | None:
+        """Once per sidecar, when the app has been silent for `PREPARE_EVICTION_AT` of its stall timeout and a stall
+        would be acted on by a LeaveGroup: make the kafka-python half of the worker's client (loaded on demand, not at
+        start: a healthy sidecar's RSS), so the first eviction does not wait for its import and bootstrap. Returns
+        when to look again (the loop wakes then, whatever its check interval), None when there is nothing to wait
+        for."""
+        if self._eviction_prepared or self.last_beacon_at is None:
+            return None
+        if self.settings.stall_action is not StallAction.LEAVE_GROUP:
+            return None
+        prepare_at = self.last_beacon_at + PREPARE_EVICTION_AT * self.settings.stall_timeout_seconds
+        if now < prepare_at:
+            return prepare_at
+        self._eviction_prepared = True
+
+        def prepare() -> None:
+            try:
+                self.worker.client().open_wire()
+            except (ConnectionError, OSError) as exc:  # the eviction itself will try again, and say what it gets
+                log.info("the LeaveGroup client could not be made ahead of need: %s", exc)
+
+        self.worker.run(prepare)
+        return None
 
     def _poll_age(self) -> float | None:
         return None if self.last_beacon_at is None else time.monotonic() - self.last_beacon_at
@@ -249,10 +284,10 @@ class Sidecar:
                             finding.message)  # fmt: skip
 
     def _lookup(self) -> Observation:
-        return CoordinatorResult(self.worker.client().coordinator(self.settings.group_id))
+        return CoordinatorResult(self.worker.client().locate(self.settings.group_id))  # no kafka-python needed
 
     def _describe(self) -> Observation:
-        return DescribeResult(self.worker.client().describe(self.settings.group_id))
+        return DescribeResult(self.worker.client().describe(self.settings.group_id, subscriptions=False))
 
     def _evict(self, evict: Evict) -> Observation:
         view = self.state.view

@@ -2,16 +2,18 @@
 
 confluent-kafka's AdminClient describes groups (classic and KIP-848), committed offsets, end offsets and
 broker configs; `wire.GroupWire` (kafka-python) sends what confluent-kafka cannot: LeaveGroup v3-v5 with the
-observed (member id, instance id) pair, and Heartbeat v3+. Every error code goes through the one table in
-`outcomes`: the coordinator is looked up again on NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE, load-in-progress
-and transport failures are retried with backoff, everything else is returned to the caller as an Outcome.
+observed (member id, instance id) pair, and Heartbeat v3+; kafka-python is imported with the first `GroupWire` made
+(`wire_on_demand`: at the first request that needs it, not at start — the sidecar's footprint). Every error code goes
+through the one table in `outcomes`: the coordinator is looked up again on NOT_COORDINATOR /
+COORDINATOR_NOT_AVAILABLE, load-in-progress and transport failures are retried with backoff, everything else is
+returned to the caller as an Outcome.
 """
 
 import dataclasses
 import random
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import (
@@ -23,13 +25,15 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from vigil_core.kafka import model, retry, wire
-from vigil_core.kafka.census import Census
+from vigil_core.kafka import model, retry
 from vigil_core.kafka.census_plan import CensusRound
 from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView, TopicPartitionRef
 from vigil_core.kafka.outcomes import APP_POLLED, TRANSPORT_ERROR, Api, Outcome, Reaction, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_core.rules import BrokerLimits
+
+if TYPE_CHECKING:  # kafka-python's adapter is imported when a request needs it (`GroupClient._wire`)
+    from vigil_core.kafka import wire
 
 REASON_PREFIX = "vigil: "
 GROUP_SESSION_CONFIG = model.GROUP_SESSION_CONFIG
@@ -73,26 +77,53 @@ class GroupClient:
         request_timeout: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
         jitter: random.Random | None = None,
-        transport: tuple[AdminClient, wire.GroupWire] | None = None,
+        transport: "tuple[AdminClient, wire.GroupWire] | None" = None,
+        wire_on_demand: bool = False,
     ) -> None:
         """`request_timeout` bounds each request (seconds); the bridge keeps it below its heartbeat interval so a
         request to a coordinator that went away cannot outlast the member's session. `jitter` draws the retry waits
         (`retry.jittered`; seeded from the OS by default, so no two clients retry in lockstep). `transport`, the
-        (AdminClient, GroupWire) pair, is made from `connection` unless given (a unit test's fake)."""
-        if transport is None:
-            transport = (
-                AdminClient(connection.confluent_config() | {"client.id": client_id, "log_level": 3}),
-                wire.GroupWire(connection, client_id, request_timeout),
-            )
-        self._admin, self._wire = transport
+        (AdminClient, GroupWire) pair, is made from `connection` unless given (a unit test's fake).
+        `wire_on_demand`: the GroupWire (kafka-python, its import and its bootstrap connection) is made at the first
+        request that needs it — a LeaveGroup, a Heartbeat, a KIP-848 describe — instead of now; until then an
+        unreachable cluster raises ConnectionError from that request, not from here."""
+        self._connection = connection
+        self._client_id = client_id
         self._timeout = request_timeout
+        self._made_wire: wire.GroupWire | None = None
+        if transport is None:
+            self._admin = AdminClient(connection.confluent_config() | {"client.id": client_id, "log_level": 3})
+            if not wire_on_demand:
+                self._made_wire = self._wire
+        else:
+            self._admin, self._made_wire = transport
         self._coordinators: dict[str, int] = {}
         self._max_attempts = max_attempts
         self._sleep = sleep
         self._jitter = jitter if jitter is not None else random.Random()  # noqa: S311 - pacing, not secrecy
 
     def close(self) -> None:
-        self._wire.close()
+        if self._made_wire is not None:
+            self._made_wire.close()
+
+    @property
+    def _wire(self) -> "wire.GroupWire":
+        """The kafka-python adapter, made (imported, bootstrapped) at its first use when made on demand."""
+        if self._made_wire is None:
+            from vigil_core.kafka import wire  # noqa: PLC0415 - kafka-python (~9 MB of RSS) when first needed
+
+            self._made_wire = wire.GroupWire(self._connection, self._client_id, self._timeout)
+        return self._made_wire
+
+    def open_wire(self) -> None:
+        """Make kafka-python's adapter now (its import, its bootstrap connection), ahead of a request that will need
+        it: that request then waits for neither (~0.1 s). Raises ConnectionError if no broker answers."""
+        self._wire  # noqa: B018 - made on first access
+
+    @property
+    def wire_made(self) -> bool:
+        """Whether kafka-python's adapter exists yet (`wire_on_demand`: not before a request needed it)."""
+        return self._made_wire is not None
 
     # -- coordinator --------------------------------------------------------------------------------------
     def coordinator(self, group_id: str) -> int:
@@ -116,12 +147,25 @@ class GroupClient:
         """Many groups observed in one census round (`census`): broker requests grow with the brokers and the
         coordinators, not with the groups; each observation is what `describe`, `committed_offsets` and
         `end_offsets` say of its group."""
+        from vigil_core.kafka.census import Census  # noqa: PLC0415 - it imports kafka-python's adapter: on demand
+
         return Census(self._wire).round(group_ids)
 
     def connect(self, group_id: str) -> None:
         """Open this client's connection to the group's coordinator ahead of need (one DescribeGroups through it): a
         later request to the coordinator — a bridge's heartbeat — then waits for no TLS/SASL handshake."""
         self._wire.subscriptions(self.coordinator(group_id), group_id)
+
+    def locate(self, group_id: str) -> int:
+        """The coordinator's node id as the AdminClient finds it (librdkafka's FindCoordinator, then one
+        DescribeGroups), cached like `coordinator`'s: for a caller that needs kafka-python for nothing else yet."""
+        desc = self._admin_call(
+            Api.FIND_COORDINATOR,
+            f"FindCoordinator for group {group_id!r}",
+            lambda: self._admin.describe_consumer_groups([group_id], request_timeout=self._timeout)[group_id],
+        )
+        self._coordinators[group_id] = desc.coordinator.id
+        return int(desc.coordinator.id)
 
     def forget_coordinator(self, group_id: str) -> None:
         self._coordinators.pop(group_id, None)
@@ -297,7 +341,7 @@ class GroupClient:
                 message=f"removing a KIP-848 member needs a Kafka 4.0+ broker; this one is "
                 f"{'.'.join(map(str, self._wire.broker_version()))}",
             )
-        return self._leave(group_id, wire.LeaveIdentity(member_id, instance_id, _reason(reason)), proceed)
+        return self._leave(group_id, _leave_identity(member_id, instance_id, _reason(reason)), proceed)
 
     def rebalance_removing(
         self, group_id: str, member: MemberView, reason: str, *, protocol: str, hold_seconds: float
@@ -324,7 +368,7 @@ class GroupClient:
                 rejoined = self._await_rejoin(group_id, member, before, time.monotonic() + hold_seconds)
         finally:
             if door:
-                self._leave(group_id, wire.LeaveIdentity(door, None, _reason("the removed member is back")))
+                self._leave(group_id, _leave_identity(door, None, _reason("the removed member is back")))
         return DeliberateRebalance(removal, held, rejoined)
 
     def _await_rejoin(self, group_id: str, member: MemberView, before: int, deadline: float) -> bool:
@@ -341,9 +385,11 @@ class GroupClient:
 
     def remove_departed_static(self, group_id: str, instance_id: str, reason: str) -> Outcome:
         """Remove whoever holds `instance_id` now: only for static members that are gone for good (scale-down)."""
-        return self._leave(group_id, wire.LeaveIdentity("", instance_id, _reason(reason)))
+        return self._leave(group_id, _leave_identity("", instance_id, _reason(reason)))
 
-    def _leave(self, group_id: str, identity: wire.LeaveIdentity, proceed: Callable[[], bool] | None = None) -> Outcome:
+    def _leave(
+        self, group_id: str, identity: "wire.LeaveIdentity", proceed: Callable[[], bool] | None = None
+    ) -> Outcome:
         member_codes: list[int] = []
 
         def send(node: int) -> int:
@@ -414,6 +460,12 @@ class _AllOf:
 
     def result(self, timeout: float) -> dict[Any, Any]:
         return {key: future.result(timeout=timeout) for key, future in self._futures.items()}
+
+
+def _leave_identity(member_id: str, instance_id: str | None, reason: str) -> "wire.LeaveIdentity":
+    from vigil_core.kafka import wire  # noqa: PLC0415 - with the adapter that sends it (see `GroupClient._wire`)
+
+    return wire.LeaveIdentity(member_id, instance_id, reason)
 
 
 def _retry(outcome: Outcome) -> bool:

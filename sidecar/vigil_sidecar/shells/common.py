@@ -97,7 +97,9 @@ class DaemonWorker(Executor):
 
 class KafkaWorker:
     """All of the watchdog's and the signals' Kafka I/O, on one thread with one client (it is blocking and used
-    from one thread), made on first use: start never waits for Kafka."""
+    from one thread), made on first use: start never waits for Kafka. Its kafka-python half is made at the first
+    request that needs it (a LeaveGroup, a KIP-848 describe): the beacon and progress signals' describes, offsets
+    and coordinator lookups go through confluent-kafka alone, so kafka-python is not in a healthy sidecar's RSS."""
 
     def __init__(self, connection: KafkaConnection, pod_name: str) -> None:
         self.connection = connection
@@ -107,7 +109,7 @@ class KafkaWorker:
 
     def client(self) -> GroupClient:
         if self._client is None:
-            self._client = GroupClient(self.connection, client_id=self.client_id)
+            self._client = GroupClient(self.connection, client_id=self.client_id, wire_on_demand=True)
         return self._client
 
     def run(self, work: Callable[..., T], *args: Any) -> "asyncio.Future[T]":

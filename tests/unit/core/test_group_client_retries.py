@@ -80,6 +80,10 @@ class FakeAdmin:
         self.sent += 1
         return Answered(self.script.pop(0))
 
+    def describe_consumer_groups(self, group_ids: list[str], request_timeout: float) -> dict[str, Answered]:
+        self.sent += 1
+        return {group_ids[0]: Answered(self.script.pop(0))}
+
 
 def failed(code: int) -> KafkaException:
     return KafkaException(KafkaError(code))
@@ -125,6 +129,31 @@ def test_the_coordinator_lookup_is_retried_with_jittered_backoff_then_cached() -
     assert [c for c, _ in h.wire.calls] == ["find"] * 3
     assert h.slept == expected_waits(7, 2)
     assert all(retry.backoff(a) / 2 <= wait <= retry.backoff(a) for a, wait in enumerate(h.slept))
+
+
+def test_the_coordinator_located_through_the_admin_client_is_retried_then_cached_and_sends_nothing_on_the_wire() -> (
+    None
+):
+    h = harness()
+    described = SimpleNamespace(coordinator=SimpleNamespace(id=2))
+    h.admin.script = [failed(COORDINATOR_NOT_AVAILABLE), described]
+    assert h.client.locate(GROUP) == 2
+    assert h.client.coordinator(GROUP) == 2  # cached for the requests sent to the coordinator
+    assert h.admin.sent == 2
+    assert h.wire.calls == []  # the sidecar's lookup needs no kafka-python
+    assert h.slept == expected_waits(7, 1)
+
+
+def test_a_located_coordinator_denied_is_raised_at_once_as_a_find_coordinator_failure() -> None:
+    h = harness()
+    h.admin.script = [failed(DENIED)]
+    with pytest.raises(GroupClientError) as raised:
+        h.client.locate(GROUP)
+    assert (raised.value.outcome.api.value, raised.value.outcome.name) == (
+        "FindCoordinator",
+        "GROUP_AUTHORIZATION_FAILED",
+    )
+    assert h.slept == []
 
 
 def test_a_coordinator_lookup_denied_is_raised_at_once() -> None:
