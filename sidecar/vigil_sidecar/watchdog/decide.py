@@ -30,7 +30,9 @@ Guardrails, all here in the pure core:
   the budget still applies), measured from its last poll, idle or not (evicting it ends the wait, it starts no
   rebalance). Any other non-Stable view (Empty, Dead, unknown) suspends the watchdog. At the first Stable view
   after a non-Stable one, the stall timeout counts afresh from then (a member that polled during the rebalance
-  may have been held up in a rebalance callback; a Stable group is no longer waiting on it);
+  may have been held up in a rebalance callback; a Stable group is no longer waiting on it), but a member silent
+  for the stall timeout since its last poll is still looked at each check interval: a rebalance begun since waits
+  on it, and is acted on as above;
 - one action per silence: after an eviction (or restart, or alert) nothing more is done until the app polls again;
 - the LeaveGroup's answer: DONE, ALREADY_GONE, NOTHING_TO_DO end the episode (no retry); RETRY_BACKOFF,
   REDISCOVER_COORDINATOR, REFRESH_AND_RETRY re-describe after a backoff and retry the same pair if it is still
@@ -251,6 +253,11 @@ def _next(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]
     if (unproven or state.suspended) and state.check.due(now):
         return _describe(state, now)
     if stalled and needs_look and state.check.may_retry(now):
+        return _describe(state, now)
+    # the count a past rebalance restarted is not up yet, but the silence itself is: keep looking each interval, as
+    # a rebalance begun since waits on this member, and is acted on from its last poll
+    silence_due = timers.first_at(poll.last_poll, cfg.stall_timeout)
+    if not rebalancing and not state.stall_handled and silence_due <= now < deadline and state.check.due(now):
         return _describe(state, now)
 
     alerts: list[Action] = []

@@ -221,9 +221,19 @@ CASES: dict[str, list[Step]] = {
         (36.2, view(state=GroupState.UNKNOWN), [Wait(41.2)]),
         (41.2, TICK, [Describe()]),
         (41.3, view(), [Wait(46.3)]),
-        (71.2, TICK, [Wait(71.3)]),
+        (71.2, TICK, [Describe()]),  # silent past the stall timeout: looked at each interval, for a new rebalance
+        (71.25, view(), [Wait(71.3)]),
         (71.3, TICK, [Describe()]),
         (71.4, view(), [evict(70.4)]),
+    ],
+    "a count restarted once Stable: a rebalance begun since, waiting on the silent member, is acted on at once": [
+        *STARTED,
+        (31.0, TICK, [Describe()]),
+        (31.1, view(state=GroupState.EMPTY), [Wait(36.1)]),
+        (36.1, TICK, [Describe()]),
+        (36.2, view(), [Wait(41.2)]),  # Stable: the count restarts (deadline 66.2), the silence goes on
+        (41.2, TICK, [Describe()]),
+        (41.3, view(state=GroupState.PREPARING_REBALANCE), [evict_waiting(40.3, GroupState.PREPARING_REBALANCE)]),
     ],
     "a rebalance waiting on a member silent for the stall timeout: evicted at once, the state in the reason": [
         *STARTED,
@@ -269,7 +279,8 @@ CASES: dict[str, list[Step]] = {
         (38.0, beacon(), [WAIT]),  # the last poll
         (40.2, TICK, [Describe()]),
         (40.3, view(), [WAIT]),  # Stable: the stall timeout counts from here
-        (70.2, TICK, [Wait(70.3)]),  # 30 s after the Stable view, not after the poll at 38
+        (70.2, TICK, [Describe()]),  # silent for 30 s since the poll at 38: looked at, for a new rebalance
+        (70.25, view(), [Wait(70.3)]),  # the act waits 30 s after the Stable view, not after the poll at 38
         (70.3, TICK, [Describe()]),
         (70.4, view(), [evict(32.4)]),
     ],

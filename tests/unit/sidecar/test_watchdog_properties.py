@@ -16,7 +16,7 @@ import heapq
 import itertools
 from dataclasses import dataclass, field
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from vigil_core.kafka.model import GroupState, GroupType, GroupView, MemberView, TopicPartitionRef
@@ -266,6 +266,21 @@ def test_never_acts_unless_stable_or_rebalancing_on_a_member_silent_for_the_stal
 @given(
     worlds(answers=False).filter(
         lambda w: w.config.action is StallAction.LEAVE_GROUP and w.unstable_state is GroupState.PREPARING_REBALANCE
+    )
+)
+@example(  # found by hypothesis: the poll at 1 falls in a rebalance whose end (Stable at 5) restarts the count, and
+    # the rebalance from 6 waits on the member: looked at once the silence reaches the stall timeout (it was not)
+    World(
+        config=WatchdogConfig(
+            pod_name=POD,
+            stall_timeout=6.0,
+            check_interval=1.0,
+            cooldown=0.0,
+            session_timeout=10.0,
+            action=StallAction.LEAVE_GROUP,
+        ),
+        polls=[1.0],
+        unstable=[(0.0, 5.0), (6.0, 3.0)],
     )
 )
 def test_always_evicts_a_member_stalled_through_a_rebalance_within_threshold_plus_one_check_interval(
