@@ -285,7 +285,7 @@ MATRIX: dict[str, dict[str, Any]] = {
         }
     },
     "no-webhook-no-rbac": {"webhook": {"enabled": False}, "rbac": {"create": False}},
-    "replicas-cluster": {"operator": {"replicas": 2}},
+    "replicas-cluster": {"operator": {"replicas": 2}, "rbac": {"aggregateToUserRoles": False}},
     "replicas-namespaced": {"operator": {"replicas": 3, "leaderLease": "vigil-ha"}, "rbac": {"scope": "namespaced"}},
     "kafka-sasl-tls": merged(
         REPORT_ON,
@@ -520,6 +520,15 @@ def _check_rbac(objects: list[Obj], namespace: str, values: dict[str, Any]) -> N
     if rbac.get("create", True) is False:
         assert [o for o in objects if o["kind"] in kinds] == []
         return
+    aggregated = {o["metadata"]["name"].rsplit("-", 1)[1]: o for o in find(objects, "ClusterRole")
+                  if "rbac.authorization.k8s.io/aggregate-to-view" in o["metadata"]["labels"]
+                  or "rbac.authorization.k8s.io/aggregate-to-edit" in o["metadata"]["labels"]}  # fmt: skip
+    if rbac.get("aggregateToUserRoles", True):
+        assert set(aggregated) == {"view", "edit"}
+        assert {verb for _, _, verb in _rules_of(aggregated["view"])} == {"get", "list", "watch"}
+        assert ("vigil.dev", "consumergroups/status", "patch") not in _rules_of(aggregated["edit"])  # the operator's
+    else:
+        assert aggregated == {}
     (operator_cluster_role,) = [o for o in find(objects, "ClusterRole") if o["metadata"]["name"].endswith("-operator")]
     cluster_rules = _rules_of(operator_cluster_role)
     assert cluster_rules >= CLUSTER_NEEDS
@@ -787,6 +796,15 @@ def test_install_upgrade_uninstall_on_the_real_apiserver(
     assert [(p.port, p.target_port) for p in service.spec.ports] == [(443, "webhook")]
     cron = batch.read_namespaced_cron_job(f"{full}-report", namespace)
     assert cron.spec.schedule == "17 * * * *"
+    # a namespace's users get ConsumerGroups with the built-in roles they hold (aggregated by the controller manager)
+    for user, role_name, verb, allowed in (("ann", "view", "list", True), ("ann", "view", "create", False),
+                                           ("ed", "edit", "create", True), ("ed", "edit", "update", True)):  # fmt: skip
+        kube.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": {"name": f"{user}-{role_name}", "namespace": namespace},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})  # fmt: skip
+        wait_for(lambda u=user, v=verb: _may(kube, u, v, namespace), lambda found, a=allowed: found is a,
+                 timeout=bound(10), what=f"{user} ({role_name}) may {verb} consumergroups: {allowed}")  # fmt: skip
 
     secret = kube.core.read_namespaced_secret(f"{full}-webhook-tls", namespace).data
     config = admission.read_mutating_webhook_configuration(full)
@@ -826,11 +844,21 @@ def test_install_upgrade_uninstall_on_the_real_apiserver(
     assert not exists(lambda: admission.read_mutating_webhook_configuration(full))
     assert not exists(lambda: admission.read_validating_webhook_configuration(full))
     assert not exists(lambda: rbac.read_cluster_role(f"{full}-operator"))
+    assert not exists(lambda: rbac.read_cluster_role(f"{full}-edit"))
     assert not exists(lambda: kube.core.read_namespaced_secret(f"{full}-webhook-tls", namespace))
     assert exists(lambda: ext.read_custom_resource_definition(crd.NAME))  # Helm never deletes crds/
     assert exists(
         lambda: kube.custom.get_namespaced_custom_object("vigil.dev", "v1alpha1", namespace, "consumergroups", "kept")
     )
+
+
+def _may(kube: Kube, user: str, verb: str, namespace: str) -> bool:
+    """Whether the apiserver lets `user` `verb` ConsumerGroups in `namespace` (a SubjectAccessReview)."""
+    asked = {"namespace": namespace, "verb": verb, "group": "vigil.dev", "resource": "consumergroups"}
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+              "spec": {"user": user, "resourceAttributes": asked}}  # fmt: skip
+    answer = client.AuthorizationV1Api(kube.api).create_subject_access_review(review)
+    return bool(answer.status.allowed)
 
 
 def _camel(role: Any) -> Obj:
