@@ -92,9 +92,11 @@ class GroupClient:
         self._timeout = request_timeout
         self._made_wire: wire.GroupWire | None = None
         if transport is None:
-            self._admin = AdminClient(connection.confluent_config() | {"client.id": client_id, "log_level": 3})
             if not wire_on_demand:
+                # kafka-python's bootstrap first: an unreachable cluster raises before an AdminClient exists (one
+                # made already would live on in the traceback's frame, librdkafka reconnecting in the background)
                 self._made_wire = self._wire
+            self._admin = AdminClient(connection.confluent_config() | {"client.id": client_id, "log_level": 3})
         else:
             self._admin, self._made_wire = transport
         self._coordinators: dict[str, int] = {}
