@@ -299,11 +299,12 @@ def test_coordinator_failover_mid_operation_rediscovers(kafka3: KafkaCluster) ->
         kafka3.wait_healthy([old])
 
 
-def _view_or_none(client: GroupClient, group: str) -> GroupView | None:
+def _view_or_error(client: GroupClient, group: str) -> GroupView | str:
+    """The group, or the error that kept it from being described (named in a wait's timeout message)."""
     try:
         return client.describe(group)
-    except GroupClientError:
-        return None
+    except GroupClientError as exc:
+        return str(exc)
 
 
 @pytest.mark.kafka3
@@ -358,10 +359,10 @@ def test_a_retried_leave_group_never_removes_a_member_that_polls_again(kafka3: K
         if checked:
             assert outcome.name == "APP_POLLED", outcome
             assert outcome.reaction is Reaction.NOTHING_TO_DO
-            view = wait_for(lambda: _view_or_none(client, group),
-                            lambda v: v is not None and v.state is GroupState.STABLE and len(v.members) == 2,
+            view = wait_for(lambda: _view_or_error(client, group),
+                            lambda v: isinstance(v, GroupView) and v.state is GroupState.STABLE and len(v.members) == 2,
                             timeout=90, what="the group Stable under the new coordinator")  # fmt: skip
-            assert view is not None
+            assert isinstance(view, GroupView)
             assert victim_id in [m.member_id for m in view.members]
             assert view.coordinator_id != old
             assert not [m for _, (m,) in left if m == victim_id], left

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -96,9 +96,10 @@ class GroupClient:
                 # kafka-python's bootstrap first: an unreachable cluster raises before an AdminClient exists (one
                 # made already would live on in the traceback's frame, librdkafka reconnecting in the background)
                 self._made_wire = self._wire
-            self._admin = AdminClient(connection.confluent_config() | {"client.id": client_id, "log_level": 3})
+            self._admin = self._new_admin()
         else:
             self._admin, self._made_wire = transport
+        self._renewable = transport is None
         self._coordinators: dict[str, int] = {}
         self._max_attempts = max_attempts
         self._sleep = sleep
@@ -107,6 +108,9 @@ class GroupClient:
     def close(self) -> None:
         if self._made_wire is not None:
             self._made_wire.close()
+
+    def _new_admin(self) -> AdminClient:
+        return AdminClient(self._connection.confluent_config() | {"client.id": self._client_id, "log_level": 3})
 
     @property
     def _wire(self) -> "wire.GroupWire":
@@ -450,6 +454,12 @@ class GroupClient:
                 outcome = classify(api, _kafka_code(exc))
                 if not _retry(outcome) or attempt + 1 == self._max_attempts:
                     raise GroupClientError(outcome, context) from exc
+                if self._renewable and _timed_out(exc):
+                    # librdkafka keeps a group's coordinator cached while requests use it, and a request for a
+                    # coordinator whose broker died waits for that broker to come up: without a broker state change
+                    # elsewhere, every later request times out the same way (measured: minutes after a kill -9, where
+                    # a fresh client found the new coordinator at once). A new client starts with no such cache.
+                    self._admin = self._new_admin()
             self._sleep(retry.jittered(attempt, self._jitter.random()))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -476,6 +486,11 @@ def _retry(outcome: Outcome) -> bool:
 
 def _reason(reason: str) -> str:
     return reason if reason.startswith(REASON_PREFIX) else REASON_PREFIX + reason
+
+
+def _timed_out(exc: KafkaException) -> bool:
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and error.code() == KafkaError._TIMED_OUT  # noqa: SLF001 - confluent-kafka's name for it
 
 
 def _kafka_code(exc: KafkaException) -> int:

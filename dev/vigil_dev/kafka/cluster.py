@@ -178,7 +178,11 @@ class KafkaCluster:
         return [f"kafka-{n.node_id}" for n in self.nodes if self.stop_node(n.node_id)]
 
     def wait_healthy(self, node_ids: list[int] | None = None, timeout: float = START_TIMEOUT) -> None:
-        """Wait until the given nodes (default all) serve metadata and speak the group API versions we need."""
+        """Wait until the given nodes (default all) listen, are registered brokers in the metadata, every partition
+        has a leader and its whole replica set in sync, and the group API versions we need are spoken. A node
+        restarted by a test is ready only then: one merely listening may still be fenced or catching up, and the next
+        test's failover would leave the cluster without a quorum or `min.insync.replicas` (a group's coordinator
+        unavailable for minutes)."""
         wanted = node_ids if node_ids is not None else [n.node_id for n in self.nodes]
         by_id = {n.node_id: n for n in self.nodes}
         for node_id in wanted:
@@ -188,20 +192,38 @@ class KafkaCluster:
                 timeout=timeout, what=f"kafka node {node_id} ({self.server_log(node_id)})",
                 exited=process.exited, log=self.server_log(node_id),
             )  # fmt: skip
-        procs.wait_until(
-            lambda: self._brokers_in_metadata() >= len(wanted),
-            timeout=timeout, what=f"kafka metadata with {len(wanted)} brokers",
-        )  # fmt: skip
+        gap: list[str] = []
+
+        def in_sync() -> bool:
+            gap[:] = [self._health_gap(wanted)]
+            return not gap[0]
+
+        try:
+            procs.wait_until(in_sync, timeout=timeout, what=f"kafka nodes {wanted} registered, every partition in sync")
+        except DevError as exc:
+            raise DevError(f"{exc} (last: {gap[0] if gap else 'no answer'})") from None
         self._check_api_versions()
 
-    def _brokers_in_metadata(self) -> int:
+    def _health_gap(self, wanted: list[int]) -> str:
+        """What keeps the cluster from healthy (empty: nothing): a wanted broker missing from the metadata, or a
+        partition without a leader or with a replica out of sync."""
         from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - heavy import kept off `vigil --help`
 
         admin = AdminClient(self.connection().confluent_config() | {"log_level": 0})
         try:
-            return len(admin.list_topics(timeout=2).brokers)
-        except Exception:  # noqa: BLE001 - any failure here means "not ready yet"
-            return 0
+            metadata = admin.list_topics(timeout=2)
+        except Exception as exc:  # noqa: BLE001 - any failure here means "not ready yet"
+            return f"no metadata ({exc})"
+        missing = sorted(set(wanted) - set(metadata.brokers))
+        if missing:
+            return f"brokers {missing} not registered"
+        lagging = sorted(
+            f"{topic}-{number}"
+            for topic, described in metadata.topics.items()
+            for number, partition in described.partitions.items()
+            if partition.leader < 0 or set(partition.isrs) != set(partition.replicas)
+        )
+        return f"partitions without a leader or out of sync: {', '.join(lagging[:5])}" if lagging else ""
 
     def _check_api_versions(self) -> None:
         from vigil_core.kafka.wire import GroupWire  # noqa: PLC0415 - heavy import kept off `vigil --help`
