@@ -32,6 +32,7 @@ from vigil_operator.k8s.api import KubeApi, KubeError
 from vigil_operator.resyncs import Always, Resyncs
 from vigil_operator.runtime import Key, Runtime, StopFlag, SyncStoppedError, stopping
 from vigil_operator.shells.leadership import Leadership
+from vigil_operator.webhook_tls import WebhookTLS
 
 log = logging.getLogger(__name__)
 SETTINGS = operator_settings.configured(os.environ)
@@ -69,7 +70,15 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.execution.max_workers = 8
     runtime = memo["runtime"] = Runtime(SETTINGS, KubeApi.connect())
     if SETTINGS.webhook:
-        settings.admission.server = webhook_server.server(SETTINGS, runtime.metrics)
+        context = None
+        if SETTINGS.webhook_secret:  # the operator's own certificates: made if missing, reloaded in place
+            tls = memo["webhook_tls"] = WebhookTLS(runtime.kube, SETTINGS, webhook_server.host(SETTINGS))
+            try:
+                context = await tls.context()
+            except KubeError as exc:
+                raise kopf.TemporaryError(f"webhook TLS: {exc}", delay=10) from None
+            memo["webhook_reload"] = asyncio.create_task(tls.reload(context))
+        settings.admission.server = webhook_server.server(SETTINGS, runtime.metrics, context=context)
         if SETTINGS.webhook_managed:
             settings.admission.managed = "vigil.dev"
     if SETTINGS.metrics_port:
@@ -90,6 +99,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     if isinstance(leader, Leadership):
         memo["election"] = asyncio.create_task(leader.run())
     memo["loops"] = asyncio.create_task(resyncs.run(leader))
+    if isinstance(memo.get("webhook_tls"), WebhookTLS):
+        memo["webhook_keep"] = asyncio.create_task(memo["webhook_tls"].keep(leader))
 
 
 @kopf.on.cleanup()
@@ -97,6 +108,9 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     """The term ends first (every resync in flight gives way at its next step), then the Lease is released, so the
     standby that leads next never overlaps a step begun here."""
     resyncs, leader, election, loops = (memo.get(k) for k in ("resyncs", "leader", "election", "loops"))
+    for task in (memo.get("webhook_keep"), memo.get("webhook_reload")):
+        if isinstance(task, asyncio.Task):
+            task.cancel()  # between steps: each step's write is one request, a plan is made again at the next start
     if isinstance(resyncs, Resyncs):
         resyncs.exit()
     if isinstance(election, asyncio.Task):

@@ -61,10 +61,10 @@ def write_secret(path: Path, data: bytes) -> None:
     path.chmod(0o600)
 
 
-def new_ca(common_name: str) -> Issued:
+def new_ca(common_name: str, *, validity: datetime.timedelta = VALIDITY) -> Issued:
     """A self-signed CA that may sign leaf certificates only (path length 0)."""
     key = new_key()
-    builder = _builder(_name(common_name), _name(common_name), key).add_extension(
+    builder = _builder(_name(common_name), _name(common_name), key, validity).add_extension(
         x509.BasicConstraints(ca=True, path_length=0), critical=True
     )
     return Issued(key, builder.sign(key, hashes.SHA256()))
@@ -78,6 +78,7 @@ def issue(
     hosts: Sequence[str] = (),
     server: bool = False,
     client: bool = False,
+    validity: datetime.timedelta = VALIDITY,
 ) -> Issued:
     """A leaf certificate signed by `ca`.
 
@@ -88,7 +89,8 @@ def issue(
     attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
     subject = x509.Name([*attrs, x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     key = new_key()
-    builder = _builder(subject, ca.cert.subject, key).add_extension(
+    validity = min(validity, ca.cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC))  # never past its CA
+    builder = _builder(subject, ca.cert.subject, key, validity).add_extension(
         x509.BasicConstraints(ca=False, path_length=None), critical=True
     )
     if hosts:
@@ -115,7 +117,14 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey) -> x509.CertificateBuilder:
+def fingerprint(cert: x509.Certificate) -> str:
+    """SHA-256 of the DER certificate, hex: what tells two certificates apart."""
+    return cert.fingerprint(hashes.SHA256()).hex()
+
+
+def _builder(
+    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, validity: datetime.timedelta
+) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
     return (
         x509.CertificateBuilder()
@@ -124,7 +133,7 @@ def _builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivate
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + VALIDITY)
+        .not_valid_after(now + validity)
     )
 
 

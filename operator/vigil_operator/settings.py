@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from vigil_core import settings
 from vigil_core.events import EVENTS_TOPIC_DEFAULT
@@ -78,12 +78,38 @@ class OperatorSettings(BaseModel):
     webhook_ca: Path | None = None
     """The CA that signed the webhooks' certificate, for the webhook configurations (managed mode); a generated
     certificate's is its throwaway CA."""
+    webhook_secret: str | None = None
+    """Keep the webhooks' CA and certificate in this Secret of `namespace` (it must exist; the chart creates it
+    empty), make them when it is empty, rotate them before they expire without a moment the apiserver would not
+    trust what is served, and reload them in place; the webhook configurations `webhook_configuration` get the CA
+    bundle. Instead of `webhook_cert` (the chart's `webhook.operatorCertificates`)."""
+    webhook_configuration: str | None = None
+    """The Mutating- and ValidatingWebhookConfiguration (one name for both) whose caBundle the operator keeps, with
+    `webhook_secret`."""
+    webhook_ca_days: Annotated[int, Field(ge=1, le=36500)] = 365
+    """Validity of a CA the operator makes (`webhook_secret`); a new one is made at two thirds of it."""
+    webhook_cert_days: Annotated[int, Field(ge=1, le=3650)] = 30
+    """Validity of a serving certificate the operator makes (`webhook_secret`); renewed at two thirds of it."""
+    webhook_cert_propagation: Annotated[float, Field(ge=1, le=3600)] = 120.0
+    """Seconds a certificate change takes to reach every apiserver and replica (`webhook_secret`): a new CA is
+    trusted that long before it signs the served certificate, an old one that long after it signed the last; each
+    replica reads the Secret every quarter of it."""
     webhook_managed: bool = False
     """Write the (Mutating|Validating)WebhookConfiguration itself (local runs); the chart owns it in production."""
     webhook_failure_policy: Literal["Ignore", "Fail"] = "Ignore"
     """Managed mode: the injection webhook's failurePolicy. Ignore: an operator outage never stops pods from
     starting (they start without the sidecar). Fail: they wait for the operator (a coordinated restart's
     replacement pod then always gets its sidecar)."""
+
+    @model_validator(mode="after")
+    def _one_certificate_source(self) -> "OperatorSettings":
+        if (self.webhook_secret is None) != (self.webhook_configuration is None):
+            raise ValueError("--webhook-secret and --webhook-configuration go together")
+        if self.webhook_secret is not None and self.webhook_cert is not None:
+            raise ValueError("--webhook-secret (the operator keeps the certificate) or --webhook-cert, not both")
+        if self.webhook_secret is not None and self.webhook_managed:
+            raise ValueError("--webhook-secret keeps the caBundle of the chart's webhooks: not with --webhook-managed")
+        return self
 
     def injection(self) -> InjectionConfig:
         return InjectionConfig(

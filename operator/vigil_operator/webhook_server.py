@@ -4,6 +4,7 @@ object (a pod created from a template may reach admission without `metadata.name
 counted by webhook (`vigil_operator_webhook_errors_total`)."""
 
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,13 @@ class NamespacedWebhookServer(kopf.WebhookServer):
     def __init__(self, *args: Any, metrics: OperatorMetrics, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.metrics = metrics
+
+    def _build_ssl(self) -> tuple[bytes | None, ssl.SSLContext | None]:
+        if self.context is not None and self.certfile is None:
+            # the operator's own certificates (`webhook_tls`): the context as given, reloaded in place; kopf would
+            # otherwise make a self-signed certificate into it, and restart the listener when its files change
+            return None, self.context
+        return super()._build_ssl()
 
     async def __call__(self, fn: Any) -> AsyncIterator[Any]:
         async for client_config in super().__call__(served(fn, self.metrics)):
@@ -56,15 +64,25 @@ def failed(response: Any) -> bool:
     return int(status.get("code") or 0) >= 500
 
 
-def server(settings: OperatorSettings, metrics: OperatorMetrics) -> kopf.WebhookServer:
-    host = settings.webhook_host or _default_host(settings.webhook_bind)
+def host(settings: OperatorSettings) -> str:
+    """The name the apiserver calls the webhook by (what its certificate is for)."""
+    return settings.webhook_host or _default_host(settings.webhook_bind)
+
+
+def server(
+    settings: OperatorSettings, metrics: OperatorMetrics, *, context: ssl.SSLContext | None = None
+) -> kopf.WebhookServer:
+    """kopf's server with the certificate files given, a throwaway CA's, or `context` (`webhook_tls`)."""
+    if context is not None:
+        bind, port = settings.webhook_bind, settings.webhook_port
+        return NamespacedWebhookServer(addr=bind, port=port, host=host(settings), context=context, metrics=metrics)
     cert, key, ca = settings.webhook_cert, settings.webhook_key, settings.webhook_ca
     if cert is None or key is None:
-        cert, key, ca = _throwaway(settings.state_dir / "webhook", host)
+        cert, key, ca = _throwaway(settings.state_dir / "webhook", host(settings))
     return NamespacedWebhookServer(
         addr=settings.webhook_bind,
         port=settings.webhook_port,
-        host=host,
+        host=host(settings),
         certfile=cert,
         pkeyfile=key,
         cafile=ca,

@@ -160,6 +160,7 @@ def test_lint_strict_passes_on_the_default_values(tools: Tools) -> None:
         ({"webhook": {"namespaceSelector": {"matchLabel": {}}}}, ["/webhook/namespaceSelector", "'matchLabel'"]),
         ({"monitoring": {"prometheusRule": {"labels": {"release": 1}}}}, ["/monitoring/prometheusRule/labels/release"]),
         ({"monitoring": {"podMonitor": {"label": {}}}}, ["/monitoring/podMonitor", "additional properties 'label'"]),
+        ({"operator": {"podDisruptionBudget": {"minAvailable": 0}}}, ["/operator/podDisruptionBudget/minAvailable"]),
     ],
     ids=[
         "typo-top-level-key",
@@ -179,6 +180,7 @@ def test_lint_strict_passes_on_the_default_values(tools: Tools) -> None:
         "namespace-selector-typo",
         "rule-label-type",
         "pod-monitor-typo",
+        "budget-keeping-nothing",
     ],
 )
 def test_bad_values_fail_lint_with_a_message_naming_the_key(
@@ -188,6 +190,13 @@ def test_bad_values_fail_lint_with_a_message_naming_the_key(
     assert result.returncode != 0, result.output
     for words in expected:
         assert words in result.output, result.output
+
+
+def test_a_budget_keeping_every_operator_replica_is_refused_at_render(tools: Tools) -> None:
+    values = {"operator": {"replicas": 2, "podDisruptionBudget": {"minAvailable": 2}}}
+    result = tools.helm("template", "x", str(chart.CHART), "-f", str(tools.values_file("budget-all", values)))
+    assert result.returncode != 0
+    assert "operator.podDisruptionBudget.minAvailable (2) must be below operator.replicas (2)" in result.output
 
 
 def test_a_status_writing_report_over_two_watched_namespaces_is_refused_at_render(tools: Tools) -> None:
@@ -207,6 +216,10 @@ MATRIX: dict[str, dict[str, Any]] = {
     "cluster-rbac-fail-policy": merged(REPORT_ON, {"rbac": {"scope": "cluster"}, "webhook": {"failurePolicy": "Fail"}}),
     "namespaced-rbac": merged(REPORT_ON, {"rbac": {"scope": "namespaced"}}),
     "cert-manager": {"webhook": {"certManager": {"enabled": True}}},
+    "operator-certificates": {
+        "webhook": {"operatorCertificates": {"enabled": True, "caValidityDays": 90, "propagationSeconds": 30}},
+        "rbac": {"scope": "namespaced"},
+    },
     "cert-manager-cluster-issuer": {
         "webhook": {"certManager": {"enabled": True, "issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}}
     },
@@ -337,6 +350,7 @@ def test_each_rendered_values_case_is_accepted_by_the_apiserver(
 
     _check_operator_command_line(objects, namespace, values)
     _check_leader_election(objects, namespace, values)
+    _check_disruption_budget(objects, values)
     _check_webhooks(objects, namespace, values)
     _check_rbac(objects, namespace, values)
     _check_report(objects, namespace, values)
@@ -375,11 +389,15 @@ def _check_operator_command_line(objects: list[Obj], namespace: str, values: dic
         assert settings.webhook_failure_policy == webhook.get("failurePolicy", "Ignore")
         assert settings.webhook_port == webhook.get("port", 9443)
         assert settings.webhook_bind == "0.0.0.0"  # noqa: S104 - the apiserver calls in through the Service
-        assert settings.webhook_cert is not None
-        assert settings.webhook_key is not None
         assert not settings.webhook_managed  # the chart owns the configurations
-        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-        assert settings.webhook_cert.parent == Path(mounts["webhook-tls"])
+        if webhook.get("operatorCertificates", {}).get("enabled"):
+            assert settings.webhook_secret is not None
+            assert settings.webhook_cert is None
+        else:
+            assert settings.webhook_cert is not None
+            assert settings.webhook_key is not None
+            mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+            assert settings.webhook_cert.parent == Path(mounts["webhook-tls"])
     if values.get("rbac", {}).get("scope") == "namespaced":
         assert parsed.watch_namespace == [namespace]
         assert not parsed.all_namespaces
@@ -415,6 +433,19 @@ def _check_leader_election(objects: list[Obj], namespace: str, values: dict[str,
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     (account,) = [a for a in find(objects, "ServiceAccount") if a["metadata"]["labels"].get(COMPONENT) == "operator"]
     assert [(s["kind"], s["name"]) for s in binding["subjects"]] == [("ServiceAccount", account["metadata"]["name"])]
+
+
+def _check_disruption_budget(objects: list[Obj], values: dict[str, Any]) -> None:
+    """With 2 replicas or more, a budget keeps one through drains and evictions (the webhook answering); with one,
+    none (a budget on a single replica would block every drain)."""
+    replicas = values.get("operator", {}).get("replicas", 1)
+    budgets = find(objects, "PodDisruptionBudget")
+    if replicas < 2:
+        assert budgets == []
+        return
+    (budget,) = budgets
+    (deployment,) = find(objects, "Deployment")
+    assert budget["spec"] == {"minAvailable": 1, "selector": deployment["spec"]["selector"]}
 
 
 def _check_webhooks(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
@@ -474,12 +505,43 @@ def _check_webhooks(objects: list[Obj], namespace: str, values: dict[str, Any]) 
             assert own["spec"] == {"selfSigned": {}}
         else:
             assert (issuer["kind"], issuer["name"]) == ("ClusterIssuer", "ca")
+    elif webhook.get("operatorCertificates", {}).get("enabled"):
+        _check_operator_certificates(objects, namespace, config)
     else:
         (secret,) = find(objects, "Secret")
         ca = base64.b64decode(secret["data"]["ca.crt"])
         for cfg in (config, vconfig):
             assert all(base64.b64decode(h["clientConfig"]["caBundle"]) == ca for h in cfg["webhooks"])
         _check_serving_cert(secret, f"{service['metadata']['name']}.{namespace}.svc")
+
+
+def _check_operator_certificates(objects: list[Obj], namespace: str, config: Obj) -> None:
+    """The operator's own certificates: an empty Secret for them, no caBundle and no certificate in any manifest (a
+    render makes none), and RBAC for that Secret and the two configurations by name, nothing more."""
+    (secret,) = find(objects, "Secret")
+    assert "data" not in secret
+    assert secret["type"] == "Opaque"
+    for cfg in (config, *find(objects, "ValidatingWebhookConfiguration")):
+        assert all("caBundle" not in h["clientConfig"] for h in cfg["webhooks"])
+    container = operator_container(objects)
+    flags = dict(a.removeprefix("--").split("=", 1) for a in container["args"][1:] if "=" in a)
+    assert flags["webhook-secret"] == secret["metadata"]["name"]
+    assert flags["webhook-configuration"] == config["metadata"]["name"]
+    assert "webhook-cert" not in flags
+    assert "webhook-tls" not in {m["name"] for m in container["volumeMounts"]}
+    (role,) = [o for o in find(objects, "Role") if o["metadata"]["name"].endswith("-operator-webhook-certs")]
+    assert role["metadata"]["namespace"] == namespace
+    name = secret["metadata"]["name"]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [name], "verbs": ["get", "patch"]}
+    ]
+    (cluster_role,) = [o for o in find(objects, "ClusterRole") if o["metadata"]["name"].endswith("-webhook-certs")]
+    (rule,) = cluster_role["rules"]
+    assert rule["resourceNames"] == [config["metadata"]["name"]]
+    assert rule["verbs"] == ["get", "patch"]
+    for kind in ("RoleBinding", "ClusterRoleBinding"):
+        (binding,) = [o for o in find(objects, kind) if o["metadata"]["name"].endswith("-operator-webhook-certs")]
+        assert binding["roleRef"]["name"] == binding["metadata"]["name"]
 
 
 def _check_serving_cert(secret: Obj, host: str) -> None:

@@ -47,6 +47,17 @@ app.kubernetes.io/component: operator
 {{- printf "%s-webhook-tls" (include "vigil.fullname" .) -}}
 {{- end -}}
 
+{{/* The Secret the operator keeps its own webhook certificates in (webhook.operatorCertificates): another name
+than the chart-generated one's, whose type (kubernetes.io/tls) could not change to the Opaque this one is. */}}
+{{- define "vigil.webhookCertsSecret" -}}
+{{- printf "%s-webhook-certs" (include "vigil.fullname" .) -}}
+{{- end -}}
+
+{{/* "true" when the chart generates the webhook's TLS material itself (neither cert-manager nor the operator). */}}
+{{- define "vigil.chartWebhookTLS" -}}
+{{- if and .Values.webhook.enabled (not .Values.webhook.certManager.enabled) (not .Values.webhook.operatorCertificates.enabled) -}}true{{- end -}}
+{{- end -}}
+
 {{/* The namespaces the operator watches with `rbac.scope: namespaced`, as a list. */}}
 {{- define "vigil.watchNamespaces" -}}
 {{- if .Values.rbac.namespaces -}}

@@ -145,6 +145,80 @@ class KubeApi:
             raise KubeError(f"Secret {namespace}/{name} has no key {key!r} (keys: {', '.join(sorted(data)) or 'none'})")
         return base64.b64decode(data[key])
 
+    async def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Secret as stored (`data` base64), None when it does not exist."""
+        return await self._read(
+            f"Secret {namespace}/{name}",
+            lambda: self._core.read_namespaced_secret(name, namespace, _preload_content=False),
+        )
+
+    async def update_secret(
+        self, namespace: str, name: str, *, data: Mapping[str, str], annotations: Mapping[str, str | None],
+        resource_version: str,
+    ) -> dict[str, Any] | None:  # fmt: skip
+        """Merge `data` (base64 values) and `annotations` (None: removed) into the Secret if it is still at
+        `resource_version` (a compare-and-swap): the stored object, or None on 409 Conflict (another writer changed
+        it since)."""
+        patch = {
+            "metadata": {"resourceVersion": resource_version, "annotations": dict(annotations)},
+            "data": dict(data),
+        }
+        try:
+            written = await self._call(
+                f"update Secret {namespace}/{name}",
+                lambda: self._core.patch_namespaced_secret(
+                    name, namespace, patch, _content_type="application/merge-patch+json", _preload_content=False
+                ),
+            )
+        except KubeError as exc:
+            if exc.status == 409:
+                return None
+            raise
+        return _json(written.data)
+
+    async def webhook_bundles(self, name: str) -> list[str] | None:
+        """The `caBundle` (base64, "" when unset) of each webhook of the Mutating- and ValidatingWebhookConfiguration
+        `name`; None when either is missing."""
+        bundles: list[str] = []
+        for kind, read in self._webhook_configurations():
+            found = await self._read(f"{kind} {name}", lambda r=read: r(name, _preload_content=False))
+            if found is None:
+                return None
+            bundles += [(w.get("clientConfig") or {}).get("caBundle") or "" for w in found.get("webhooks") or []]
+        return bundles
+
+    async def set_webhook_bundles(self, name: str, bundle: str) -> None:
+        """Every webhook's `caBundle` (base64) in both configurations `name`, each by a JSON patch that applies only
+        to the configuration as read (its resourceVersion tested): a concurrent change fails it, for a retry."""
+        admission = client.AdmissionregistrationV1Api(self._api)
+        patchers = {
+            "MutatingWebhookConfiguration": admission.patch_mutating_webhook_configuration,
+            "ValidatingWebhookConfiguration": admission.patch_validating_webhook_configuration,
+        }
+        for kind, read in self._webhook_configurations():
+            found = _json((await self._call(f"{kind} {name}", lambda r=read: r(name, _preload_content=False))).data)
+            ops: list[dict[str, Any]] = [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": found["metadata"]["resourceVersion"]}
+            ]
+            ops += [
+                {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
+                for i in range(len(found.get("webhooks") or []))
+            ]
+            patcher = patchers[kind]
+            await self._call(
+                f"set the caBundle of {kind} {name}",
+                lambda p=patcher, body=ops: p(
+                    name, body, _content_type="application/json-patch+json", _preload_content=False
+                ),
+            )
+
+    def _webhook_configurations(self) -> list[tuple[str, Any]]:
+        admission = client.AdmissionregistrationV1Api(self._api)
+        return [
+            ("MutatingWebhookConfiguration", admission.read_mutating_webhook_configuration),
+            ("ValidatingWebhookConfiguration", admission.read_validating_webhook_configuration),
+        ]
+
     async def consumergroups(self, namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
         """Every ConsumerGroup in `namespaces` (none: in every namespace), listed LIST_PAGE at a time."""
         found: list[dict[str, Any]] = []
@@ -194,26 +268,16 @@ class KubeApi:
 
     async def node(self, name: str) -> dict[str, Any] | None:
         """A Node object (cluster-scoped: `get` on nodes); None when it does not exist."""
-        try:
-            found = await self._call(f"Node {name}", lambda: self._core.read_node(name, _preload_content=False))
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return _json(found.data)
+        return await self._read(f"Node {name}", lambda: self._core.read_node(name, _preload_content=False))
 
     async def statefulset(self, namespace: str, name: str) -> SetFacts | None:
         """What rollouts and departures need of a StatefulSet; None when it does not exist."""
-        try:
-            found = await self._call(
-                f"StatefulSet {namespace}/{name}",
-                lambda: self._apps.read_namespaced_stateful_set(name, namespace, _preload_content=False),
-            )
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        obj = json.loads(found.data)
+        obj = await self._read(
+            f"StatefulSet {namespace}/{name}",
+            lambda: self._apps.read_namespaced_stateful_set(name, namespace, _preload_content=False),
+        )
+        if obj is None:
+            return None
         spec, status = obj.get("spec") or {}, obj.get("status") or {}
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         requested = None
@@ -240,19 +304,13 @@ class KubeApi:
         self, namespace: str, name: str, *, timeout: float | None = None, executor: Executor | None = None
     ) -> dict[str, Any] | None:
         """A Lease as stored (JSON, `metadata.resourceVersion` included); None when it does not exist."""
-        try:
-            found = await self._call(
-                f"Lease {namespace}/{name}",
-                lambda: self._coordination.read_namespaced_lease(
-                    name, namespace, _preload_content=False, _request_timeout=timeout
-                ),
-                executor,
-            )
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return _json(found.data)
+        return await self._read(
+            f"Lease {namespace}/{name}",
+            lambda: self._coordination.read_namespaced_lease(
+                name, namespace, _preload_content=False, _request_timeout=timeout
+            ),
+            executor,
+        )
 
     async def create_lease(
         self, namespace: str, name: str, spec: Mapping[str, Any], *, timeout: float | None = None,
@@ -326,6 +384,16 @@ class KubeApi:
             f"Event {reason} on {meta['namespace']}/{meta['name']}",
             lambda: self._core.create_namespaced_event(meta["namespace"], event),
         )
+
+    async def _read(self, what: str, call: Any, executor: Executor | None = None) -> dict[str, Any] | None:
+        """An object read by `call` (unparsed: `_preload_content=False`) as JSON; None when it does not exist."""
+        try:
+            found = await self._call(what, call, executor)
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return _json(found.data)
 
     async def _call(self, what: str, call: Any, executor: Executor | None = None) -> Any:
         """`call` in a thread (`executor`'s, else asyncio's default pool); its failure as one-line KubeError."""

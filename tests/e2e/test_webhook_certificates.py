@@ -1,0 +1,122 @@
+"""The operator's own webhook certificates (`webhook.operatorCertificates`) in the chart on the real node: two
+replicas serve the injection webhook with `failurePolicy: Fail`, so a pod the apiserver cannot call the webhook for
+is refused, not let through. A CA rotation forced while labelled pods are created every 0.3 s: every pod is admitted
+with its sidecar, and at the end both replicas serve the new CA's certificate, the only CA the configurations trust.
+"""
+
+import base64
+import functools
+import socket
+import ssl
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing import clients
+from vigil_dev.testing.e2e import consumer_group, statefulset, wait_injecting
+from vigil_dev.testing.kube_fixtures import Kube
+from vigil_dev.testing.release import RunningOperator
+from vigil_dev.testing.waiting import bound, wait_for
+from vigil_operator import pki
+from vigil_operator.domain.webhook_certs import ROTATE_ANNOTATION
+from vigil_operator.webhook_tls import ROTATED_FOR
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
+
+PROPAGATION = 6
+OPERATOR_VALUES = {
+    "operator": {"replicas": 2, "resyncSeconds": 3},
+    "webhook": {"failurePolicy": "Fail", "operatorCertificates": {"enabled": True, "propagationSeconds": PROPAGATION}},
+}
+EVERY = 0.3
+"""Seconds between two pod creations (server-side dry runs: admission runs in full, nothing is stored)."""
+
+
+def certs_secret(kube: Kube, operator: RunningOperator) -> tuple[dict[str, bytes], dict[str, str]]:
+    secret: Any = kube.core.read_namespaced_secret(f"{operator.release}-webhook-certs", operator.namespace)
+    data = {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
+    return data, dict(secret.metadata.annotations or {})
+
+
+def served_by(kube: Kube, operator: RunningOperator, pod: str) -> bytes:
+    """The certificate (DER) a replica's webhook port serves now, read with a handshake that verifies nothing."""
+    ip = (kube.pod(operator.namespace, pod) or {})["status"]["podIP"]
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection((ip, 9443), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="vigil") as tls,
+    ):
+        return bytes(tls.getpeercert(binary_form=True) or b"")
+
+
+def test_a_ca_rotation_while_pods_are_created_refuses_none_and_ends_on_the_new_ca(
+    kube: Kube, kafka: KafkaCluster, operator: RunningOperator
+) -> None:
+    replicas = operator.wait_ready(2)
+    data, _ = certs_secret(kube, operator)
+    (old_ca,) = x509.load_pem_x509_certificates(data["ca.crt"])
+    namespace, name = f"t-{uuid.uuid4().hex[:10]}", "rotate"
+    bootstrap = kafka.connection().bootstrap_servers
+    topic = clients.create_topic(kafka.connection(), clients.unique("rotate"), partitions=1)
+    kube.create_namespace(namespace)
+    admitted: list[bool] = []
+    refused: list[str] = []
+    stop = threading.Event()
+    try:
+        group = clients.unique("rotate")
+        kube.apply(consumer_group(name, group, bootstrap), namespace)
+        workload = statefulset(name, group, topic, bootstrap, replicas=0)
+        wait_injecting(kube, namespace, workload)
+        template = workload["spec"]["template"]
+
+        def create_pods() -> None:
+            while not stop.wait(EVERY):
+                pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {**template["metadata"], "generateName": "r-"},
+                       "spec": template["spec"]}  # fmt: skip
+                try:
+                    made = kube.core.create_namespaced_pod(namespace, pod, dry_run="All").to_dict()
+                except Exception as exc:  # noqa: BLE001 - each refusal is counted and shown
+                    refused.append(str(exc)[:300])
+                    continue
+                containers = [*(made["spec"].get("init_containers") or []), *made["spec"]["containers"]]
+                admitted.append(any(c["name"] == "vigil-sidecar" for c in containers))
+
+        creator = threading.Thread(target=create_pods, daemon=True)
+        creator.start()
+        wait_for(lambda: len(admitted) + len(refused), lambda n: n >= 5, timeout=30, what="pods being created")
+        asked = uuid.uuid4().hex[:8]
+        patch = {"metadata": {"annotations": {ROTATE_ANNOTATION: asked}}}
+        kube.core.patch_namespaced_secret(f"{operator.release}-webhook-certs", operator.namespace, patch)
+        rotated = wait_for(
+            lambda: certs_secret(kube, operator),
+            lambda s: s[1].get(ROTATED_FOR) == asked and len(x509.load_pem_x509_certificates(s[0]["ca.crt"])) == 1
+            and x509.load_pem_x509_certificates(s[0]["ca.crt"])[0] != old_ca,
+            timeout=bound(4 * PROPAGATION + 30),
+            what="the rotation done: one CA left, a new one",
+        )  # fmt: skip
+        (new_ca,) = x509.load_pem_x509_certificates(rotated[0]["ca.crt"])
+        serving = x509.load_pem_x509_certificate(rotated[0]["tls.crt"])
+        serving.verify_directly_issued_by(new_ca)
+        expected = serving.public_bytes(serialization.Encoding.DER)
+        for replica in replicas:  # each reloaded it (every quarter of the propagation), without a restart
+            wait_for(functools.partial(served_by, kube, operator, replica.pod), lambda der: der == expected,
+                     timeout=bound(PROPAGATION + 10), what=f"{replica.pod} serving the new certificate")  # fmt: skip
+            assert replica.restarts() == 0
+        time.sleep(2 * EVERY)  # pacing: a few more creations under the new CA alone, not a wait for an outcome
+    finally:
+        stop.set()
+        kube.core.delete_namespace(namespace)
+    creator.join(timeout=10)
+    assert refused == [], refused[:3]
+    assert admitted
+    assert all(admitted), f"{admitted.count(False)} of {len(admitted)} pods admitted without the sidecar"
+    print(f"{len(admitted)} pods admitted with the sidecar during the rotation from "
+          f"{pki.fingerprint(old_ca)[:12]} to {pki.fingerprint(new_ca)[:12]}")  # fmt: skip

@@ -1,0 +1,172 @@
+"""The operator's own webhook certificates (`--webhook-secret`, `webhook_tls`) on a real kube-apiserver: made into
+the chart's empty Secret, the CA bundle written into both webhook configurations; a forced rotation then adds a CA,
+moves the served certificate to it once published, and drops the old CA once nothing it signed is served — while a
+TLS client that trusts exactly what the configurations hold at that moment (what the apiserver does) handshakes
+with the server, reloading in place, every 0.1 s: every handshake succeeds.
+
+`propagation` is 2 s here (the chart's default is 120 s)."""
+
+import asyncio
+import base64
+import datetime
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from kubernetes import client, config
+
+from vigil_dev.testing.clients import unique
+from vigil_dev.testing.kube_fixtures import Kube
+from vigil_dev.testing.waiting import bound
+from vigil_operator import pki
+from vigil_operator.domain.webhook_certs import ROTATE_ANNOTATION
+from vigil_operator.k8s.api import KubeApi
+from vigil_operator.resyncs import Always
+from vigil_operator.settings import OperatorSettings
+from vigil_operator.webhook_tls import ROTATED_FOR, WebhookTLS
+
+pytestmark = [pytest.mark.kube, pytest.mark.integration]
+
+PROPAGATION = 2.0
+SERVICE = "vigil-webhook"
+
+
+def hooks(name: str, namespace: str) -> list[dict[str, Any]]:
+    """One webhook that never matches a real object (an object label nobody sets), called through a Service."""
+    return [
+        {
+            "name": f"{name}.vigil.test",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Ignore",
+            "objectSelector": {"matchLabels": {"vigil.test/never": "true"}},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]}],
+            "clientConfig": {"service": {"name": SERVICE, "namespace": namespace, "path": "/x"}},
+        }
+    ]
+
+
+@pytest.fixture
+def configuration(kube: Kube, namespace: str) -> Iterator[str]:
+    """A Mutating- and a ValidatingWebhookConfiguration of one name, without a caBundle, as the chart renders them."""
+    name = unique("vigil-tls")
+    admission = client.AdmissionregistrationV1Api(kube.api)
+    body: Any = {"metadata": {"name": name}, "webhooks": hooks(name, namespace)}  # the client takes a dict too
+    admission.create_mutating_webhook_configuration(body)
+    admission.create_validating_webhook_configuration(body)
+    try:
+        yield name
+    finally:
+        admission.delete_mutating_webhook_configuration(name)
+        admission.delete_validating_webhook_configuration(name)
+
+
+def bundles(kube: Kube, name: str) -> list[bytes]:
+    admission = client.AdmissionregistrationV1Api(kube.api)
+    found: list[Any] = [
+        admission.read_mutating_webhook_configuration(name),
+        admission.read_validating_webhook_configuration(name),
+    ]
+    return [base64.b64decode(w.client_config.ca_bundle or "") for c in found for w in c.webhooks or []]
+
+
+def fingerprints(pem: bytes) -> list[str]:
+    return [pki.fingerprint(c) for c in x509.load_pem_x509_certificates(pem)] if pem else []
+
+
+def secret_state(kube: Kube, namespace: str, name: str) -> tuple[dict[str, bytes], dict[str, str]]:
+    secret = kube.core.read_namespaced_secret(name, namespace)
+    data = {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
+    return data, dict((secret.metadata.annotations if secret.metadata else None) or {})
+
+
+def signer_of(served: bytes, trusted: bytes) -> str:
+    """The fingerprint of the trusted CA that signed the served certificate (DER)."""
+    cert = x509.load_der_x509_certificate(served)
+    for ca in x509.load_pem_x509_certificates(trusted):
+        try:
+            cert.verify_directly_issued_by(ca)
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+        return pki.fingerprint(ca)
+    raise AssertionError("no trusted CA signed the served certificate")
+
+
+async def handshake(port: int, host: str, trusted: bytes) -> bytes:
+    """One TLS handshake trusting exactly `trusted` (PEM); the server's certificate (DER)."""
+    context = ssl.create_default_context(cadata=trusted.decode())
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname=host)
+    try:
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        await reader.read(2)
+    finally:
+        writer.close()
+    return bytes(der)
+
+
+def test_a_forced_rotation_never_serves_a_certificate_the_configurations_do_not_trust(
+    kube: Kube, namespace: str, configuration: str, tmp_path: Path
+) -> None:
+    secret = unique("vigil-webhook-certs")
+    kube.core.create_namespaced_secret(namespace, {"metadata": {"name": secret}, "type": "Opaque"})
+    host = f"{SERVICE}.{namespace}.svc"
+    settings = OperatorSettings(
+        namespace=namespace, webhook_secret=secret, webhook_configuration=configuration,
+        webhook_cert_propagation=PROPAGATION, state_dir=tmp_path, webhook_host=host,
+    )  # fmt: skip
+    loader: Any = config
+    api = KubeApi(loader.new_client_from_config(config_file=str(kube.kubeconfig)))
+    tls = WebhookTLS(api, settings, host)
+
+    async def scenario() -> list[tuple[list[str], str]]:
+        context = await tls.context()
+        data, _ = secret_state(kube, namespace, secret)
+        assert set(data) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
+        assert bundles(kube, configuration) == [data["ca.crt"]] * 2  # published at once: nothing to rotate from
+        leaf = x509.load_pem_x509_certificate(data["tls.crt"])
+        names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert set(names.get_values_for_type(x509.DNSName)) >= {SERVICE, host, f"{host}.cluster.local"}
+
+        async def answer(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(b"ok")
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=context)
+        port = server.sockets[0].getsockname()[1]
+        tasks = [asyncio.create_task(tls.reload(context)), asyncio.create_task(tls.keep(Always()))]
+        seen: list[tuple[list[str], str]] = []
+        try:
+            patch = {"metadata": {"annotations": {ROTATE_ANNOTATION: "now"}}}
+            await asyncio.to_thread(kube.core.patch_namespaced_secret, secret, namespace, patch)
+            deadline = asyncio.get_running_loop().time() + bound(10 * PROPAGATION + 20)
+            while asyncio.get_running_loop().time() < deadline:
+                trusted = await asyncio.to_thread(bundles, kube, configuration)
+                assert len(set(trusted)) == 1, "the two configurations trust different CAs"
+                served = await handshake(port, host, trusted[0])  # fails if the configurations do not trust it
+                state = (fingerprints(trusted[0]), signer_of(served, trusted[0]))
+                if not seen or seen[-1] != state:
+                    seen.append(state)
+                data, annotations = await asyncio.to_thread(secret_state, kube, namespace, secret)
+                if annotations.get(ROTATED_FOR) == "now" and len(seen[-1][0]) == 1 and len(seen) > 1:
+                    return seen
+                await asyncio.sleep(0.1)
+            raise AssertionError(f"the rotation did not finish: {seen}")
+        finally:
+            for task in tasks:
+                task.cancel()
+            server.close()
+
+    started = datetime.datetime.now(datetime.UTC)
+    try:
+        seen = asyncio.run(scenario())
+    finally:
+        api.close()
+    old, new = seen[0][0][0], seen[-1][0][0]
+    # trusted {old} serving old → {old, new} serving old → {old, new} serving new → {new} serving new
+    assert seen == [([old], old), ([old, new], old), ([old, new], new), ([new], new)], seen
+    print(f"rotation from {old[:12]} to {new[:12]} in {(datetime.datetime.now(datetime.UTC) - started).seconds} s")

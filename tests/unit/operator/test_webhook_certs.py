@@ -1,0 +1,201 @@
+"""The webhook certificates' rotation plan: each step in a table, and a simulation in which the apiservers and the
+replicas lag behind every change by up to `propagation`: no served certificate is ever one they do not trust."""
+
+import dataclasses
+import datetime
+import itertools
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vigil_operator.domain import webhook_certs as wc
+
+T0 = datetime.datetime(2026, 11, 26, tzinfo=datetime.UTC)
+POLICY = wc.Policy(
+    ca_validity=datetime.timedelta(days=9),
+    leaf_validity=datetime.timedelta(days=3),
+    renew_at=2 / 3,
+    propagation=datetime.timedelta(minutes=2),
+)
+MIN = datetime.timedelta(minutes=1)
+DAY = datetime.timedelta(days=1)
+
+
+def ca(name: str, at: datetime.datetime = T0) -> wc.Cert:
+    return wc.Cert(name, at, at + POLICY.ca_validity, name)
+
+
+def leaf(name: str, issuer: str, at: datetime.datetime = T0) -> wc.Cert:
+    return wc.Cert(name, at, at + POLICY.leaf_validity, issuer)
+
+
+def material(
+    bundle: tuple[wc.Cert, ...] = (ca("A"),),
+    issuer: str = "A",
+    published_at: datetime.datetime | None = T0,
+    issued_at: datetime.datetime = T0,
+    **kw: str,
+) -> wc.Material:
+    return wc.Material(bundle, leaf("L", issuer, issued_at), published_at, issued_at, **kw)
+
+
+CASES: list[tuple[str, wc.Material | None, frozenset[str] | None, datetime.datetime, type]] = [
+    ("nothing yet", None, None, T0, wc.Create),
+    ("a configuration without the CA", material(), frozenset(), T0, wc.Publish),
+    ("configurations that disagree", material(), None, T0, wc.Publish),
+    ("a bundle written, not yet published", material(published_at=None), frozenset({"A"}), T0, wc.Publish),
+    ("all in order", material(), frozenset({"A"}), T0 + MIN, wc.Wait),
+    ("a rotation asked", material(rotate_requested="1"), frozenset({"A"}), T0 + MIN, wc.AddCA),
+    ("a rotation asked and done", material(rotate_requested="1", rotated_for="1"), frozenset({"A"}), T0 + MIN, wc.Wait),
+    ("the CA past two thirds", material(issued_at=T0 + 5 * DAY), frozenset({"A"}), T0 + 6 * DAY + MIN, wc.AddCA),
+    ("the leaf past two thirds", material(), frozenset({"A"}), T0 + 2 * DAY + MIN, wc.IssueLeaf),
+    ("a new CA published just now", material((ca("A"), ca("B")), "A", T0 + DAY), frozenset("AB"), T0 + DAY + MIN,
+     wc.Wait),
+    ("a new CA published long enough", material((ca("A"), ca("B")), "A", T0 + DAY), frozenset("AB"), T0 + DAY + 3 * MIN,
+     wc.IssueLeaf),
+    ("a new CA not yet published", material((ca("A"), ca("B")), "A", None), frozenset("A"), T0 + DAY, wc.Publish),
+    ("the new leaf issued just now", material((ca("A"), ca("B")), "B", T0, T0 + DAY), frozenset("AB"), T0 + DAY + MIN,
+     wc.Wait),
+    ("the new leaf served everywhere", material((ca("A"), ca("B")), "B", T0, T0 + DAY), frozenset("AB"),
+     T0 + DAY + 3 * MIN, wc.DropOldCAs),
+    ("the old CA dropped, not yet published", material((ca("B"),), "B", None), frozenset("AB"), T0 + DAY, wc.Publish),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "have", "published", "now", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_the_step_for_each_state(
+    name: str, have: wc.Material | None, published: frozenset[str] | None, now: datetime.datetime, expected: type
+) -> None:
+    assert isinstance(wc.plan(have, published, now, POLICY), expected)
+
+
+def test_a_wait_lasts_until_the_first_renewal_is_due() -> None:
+    step = wc.plan(material(), frozenset({"A"}), T0 + MIN, POLICY)
+    assert step == wc.Wait(T0 + POLICY.leaf_validity * POLICY.renew_at)
+
+
+def test_a_wait_for_propagation_ends_when_it_has_passed() -> None:
+    step = wc.plan(material((ca("A"), ca("B")), "A", T0 + DAY), frozenset("AB"), T0 + DAY, POLICY)
+    assert step == wc.Wait(T0 + DAY + POLICY.propagation)
+
+
+# -- the simulation -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    """The Secret (`have`), the webhook configurations' bundle, and the history each reader may lag behind."""
+
+    have: wc.Material | None = None
+    published: frozenset[str] = frozenset()
+    names: "itertools.count[int]" = field(default_factory=itertools.count)
+    trust_history: list[tuple[datetime.datetime, frozenset[str]]] = field(default_factory=list)
+    served_history: list[tuple[datetime.datetime, str]] = field(default_factory=list)
+    requests: int = 0
+
+    def new(self, prefix: str) -> str:
+        return f"{prefix}{next(self.names)}"
+
+    def apply(self, step: wc.Step, now: datetime.datetime) -> None:
+        """What the operator does for each step (its adapter writes the same changes as PEMs and annotations)."""
+        have = self.have
+        match step:
+            case wc.Create():
+                name = self.new("ca")
+                first = wc.Cert(name, now, now + POLICY.ca_validity, name)
+                self.have = wc.Material((first,), wc.Cert(self.new("leaf"), now, now + POLICY.leaf_validity, name),
+                                        None, now)  # fmt: skip
+            case wc.Publish():
+                assert have is not None
+                self.published = frozenset(c.fingerprint for c in have.bundle)
+                self.have = dataclasses.replace(have, bundle_published_at=now)
+                self.trust_history.append((now, self.published))
+            case wc.AddCA():
+                assert have is not None
+                name = self.new("ca")
+                self.have = dataclasses.replace(
+                    have,
+                    bundle=(*have.bundle, wc.Cert(name, now, now + POLICY.ca_validity, name)),
+                    bundle_published_at=None,
+                    rotated_for=have.rotate_requested,
+                )
+            case wc.IssueLeaf():
+                assert have is not None
+                issuer = have.signer.fingerprint
+                self.have = dataclasses.replace(
+                    have, leaf=wc.Cert(self.new("leaf"), now, now + POLICY.leaf_validity, issuer), leaf_issued_at=now
+                )
+            case wc.DropOldCAs():
+                assert have is not None
+                self.have = dataclasses.replace(have, bundle=(have.signer,), bundle_published_at=None)
+            case wc.Wait():
+                return
+        if self.have is not None and (not self.served_history or self.served_history[-1][1] != self.have.leaf.issuer):
+            self.served_history.append((now, self.have.leaf.issuer))
+
+    def maybe(self, history: list[tuple[datetime.datetime, object]], now: datetime.datetime) -> list[object]:
+        """What a reader may still see at `now`: the latest, and each value replaced less than `propagation` ago."""
+        seen = [value for (at, value), (until, _) in itertools.pairwise(history) if now - until < POLICY.propagation]
+        return [*seen, history[-1][1]] if history else []
+
+    def check(self, now: datetime.datetime) -> None:
+        if not self.trust_history:
+            return  # installing: nothing calls the webhook before its configuration trusts a CA
+        for trusted in self.maybe(self.trust_history, now):  # type: ignore[arg-type]
+            for issuer in self.maybe(self.served_history, now):  # type: ignore[arg-type]
+                assert issuer in trusted, (now, issuer, trusted, self.have)
+
+
+def settle(world: World, now: datetime.datetime) -> wc.Wait:
+    for _ in range(10):
+        step = wc.plan(world.have, world.published, now, POLICY)
+        if isinstance(step, wc.Wait):
+            assert step.until > now
+            return step
+        world.apply(step, now)
+        world.check(now)
+    raise AssertionError(f"no Wait after 10 steps at {now}: {world.have}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("advance"), st.integers(min_value=1, max_value=int(4 * DAY.total_seconds()))),
+            st.tuples(st.just("rotate"), st.just(0)),
+            st.tuples(st.just("wake"), st.just(0)),
+        ),
+        max_size=40,
+    )
+)
+def test_no_reader_ever_meets_a_certificate_it_does_not_trust(events: list[tuple[str, int]]) -> None:
+    world, now = World(), T0
+    wait = settle(world, now)
+    for kind, seconds in events:
+        if kind == "advance":
+            target = now + datetime.timedelta(seconds=seconds)
+            while wait.until <= target:  # the operator wakes when a Wait ends, and at every check in between
+                now = wait.until
+                world.check(now)
+                wait = settle(world, now)
+            now = target
+        elif kind == "rotate":
+            assert world.have is not None
+            world.requests += 1
+            world.have = dataclasses.replace(world.have, rotate_requested=str(world.requests))
+        world.check(now)
+        wait = settle(world, now)
+    # and it gets there: a rotation asked is done within three propagations, one CA left, serving from it
+    for _ in range(5):
+        now = wait.until if wait.until < now + 4 * POLICY.propagation else now
+        wait = settle(world, now)
+    assert world.have is not None
+    if world.requests:
+        assert world.have.rotated_for == str(world.requests)
+    assert len(world.have.bundle) == 1
+    assert world.have.leaf.issuer == world.have.signer.fingerprint
+    assert world.published == {world.have.signer.fingerprint}
+    assert now < world.have.leaf.not_after
+    assert now < world.have.signer.not_after
