@@ -50,6 +50,7 @@ class KubeApi:
         self._coordination = client.CoordinationV1Api(api)
         self._rbac = client.RbacAuthorizationV1Api(api)
         self._apps = client.AppsV1Api(api)
+        self._admission = client.AdmissionregistrationV1Api(api)
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None) -> "KubeApi":
@@ -180,7 +181,7 @@ class KubeApi:
         """The `caBundle` (base64, "" when unset) of each webhook of the Mutating- and ValidatingWebhookConfiguration
         `name`; None when either is missing."""
         bundles: list[str] = []
-        for kind, read in self._webhook_configurations():
+        for kind, read, _ in self._webhook_configurations():
             found = await self._read(f"{kind} {name}", lambda r=read: r(name, _preload_content=False))
             if found is None:
                 return None
@@ -190,13 +191,10 @@ class KubeApi:
     async def set_webhook_bundles(self, name: str, bundle: str) -> None:
         """Every webhook's `caBundle` (base64) in both configurations `name`, each by a JSON patch that applies only
         to the configuration as read (its resourceVersion tested): a concurrent change fails it, for a retry."""
-        admission = client.AdmissionregistrationV1Api(self._api)
-        patchers = {
-            "MutatingWebhookConfiguration": admission.patch_mutating_webhook_configuration,
-            "ValidatingWebhookConfiguration": admission.patch_validating_webhook_configuration,
-        }
-        for kind, read in self._webhook_configurations():
-            found = _json((await self._call(f"{kind} {name}", lambda r=read: r(name, _preload_content=False))).data)
+        for kind, read, patch in self._webhook_configurations():
+            found = await self._read(f"{kind} {name}", lambda r=read: r(name, _preload_content=False))
+            if found is None:
+                raise KubeError(f"{kind} {name}: 404 Not Found", 404)
             ops: list[dict[str, Any]] = [
                 {"op": "test", "path": "/metadata/resourceVersion", "value": found["metadata"]["resourceVersion"]}
             ]
@@ -204,20 +202,22 @@ class KubeApi:
                 {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
                 for i in range(len(found.get("webhooks") or []))
             ]
-            patcher = patchers[kind]
             await self._call(
                 f"set the caBundle of {kind} {name}",
-                lambda p=patcher, body=ops: p(
+                lambda p=patch, body=ops: p(
                     name, body, _content_type="application/json-patch+json", _preload_content=False
                 ),
             )
 
-    def _webhook_configurations(self) -> list[tuple[str, Any]]:
-        admission = client.AdmissionregistrationV1Api(self._api)
+    def _webhook_configurations(self) -> list[tuple[str, Any, Any]]:
+        """(kind, read, patch) of both webhook configuration kinds."""
+        admission = self._admission
         return [
-            ("MutatingWebhookConfiguration", admission.read_mutating_webhook_configuration),
-            ("ValidatingWebhookConfiguration", admission.read_validating_webhook_configuration),
-        ]
+            ("MutatingWebhookConfiguration", admission.read_mutating_webhook_configuration,
+             admission.patch_mutating_webhook_configuration),
+            ("ValidatingWebhookConfiguration", admission.read_validating_webhook_configuration,
+             admission.patch_validating_webhook_configuration),
+        ]  # fmt: skip
 
     async def consumergroups(self, namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
         """Every ConsumerGroup in `namespaces` (none: in every namespace), listed LIST_PAGE at a time."""
