@@ -9,7 +9,7 @@ export PIP_CACHE_DIR ?= $(VIGIL_CACHE)/pip
 PYTEST := $(BIN)/python -m pytest
 ARTIFACTS := test-artifacts
 
-.PHONY: help setup stack-deps lint typecheck test test-unit test-images test-kafka test-kafka3 test-kube test-e2e test-demo \
+.PHONY: help setup stack-deps lint typecheck test test-unit test-images test-kafka test-kafka3 test-kafka-39 test-kube test-e2e test-demo \
 	test-spark demo bench clean generate-crds verify-crds generate-docs verify-docs images lock
 
 help:
@@ -18,7 +18,7 @@ help:
 	@echo "make setup  - only the installs (venv, Kafka jars, Kubernetes from Go modules, Spark jars, images) — cached in $(VIGIL_CACHE)"
 	@echo "make lint   - ruff check, ruff format --check, mypy --strict, import-linter, verify-crds, verify-docs"
 	@echo "make typecheck - mypy --strict alone"
-	@echo "make test-unit | test-images | test-kafka | test-kafka3 | test-kube | test-e2e | test-demo | test-spark - one suite (tests/README.md)"
+	@echo "make test-unit | test-images | test-kafka | test-kafka3 | test-kafka-39 | test-kube | test-e2e | test-demo | test-spark - one suite (tests/README.md)"
 	@echo "make bench  - benchmarks (never part of make test)"
 	@echo "make generate-crds - copy the canonical crds/*.yaml into the operator package and the chart; verify-crds checks they agree"
 	@echo "make generate-docs - the sidecar's settings reference in docs/sidecar.md, from its settings model; verify-docs checks it"
@@ -36,7 +36,7 @@ $(BIN)/vigil: pyproject.toml dev/pyproject.toml dev/testapps/pyproject.toml
 	@touch $@
 
 stack-deps: $(BIN)/vigil
-	@scripts/timed "kafka broker jars (maven)" $(BIN)/python -m vigil_dev.kafka.install
+	@scripts/timed "kafka broker jars, every supported release (maven)" $(BIN)/python -m vigil_dev.kafka.install
 	@scripts/timed "kubernetes binaries (go build, cached)" $(BIN)/python -m vigil_dev.kube.build
 	@scripts/timed "spark jars: kafka connector (maven), byte readers (javac)" $(BIN)/python -m vigil_dev.spark.install
 
@@ -100,6 +100,15 @@ test-kafka: setup
 test-kafka3: setup
 	@scripts/timed "kafka 3-node suite" $(PYTEST) tests/integration -m "kafka3" -q
 
+# The older release users still run: the suites that speak to the coordinator (group client, stalls, bridging,
+# the __consumer_offsets decoders) on Kafka 3.9.1; tests marked kafka_min are deselected and counted.
+KAFKA_39_SUITE := tests/integration/test_group_client.py tests/integration/test_sidecar_stall.py \
+	tests/integration/test_sidecar_bridge.py tests/integration/test_offsets_decoders_real.py \
+	tests/integration/test_kafka_versions.py
+test-kafka-39: setup
+	@scripts/timed "kafka integration subset on Kafka 3.9.1" env VIGIL_TEST_KAFKA_VERSION=3.9.1 \
+	  $(PYTEST) $(KAFKA_39_SUITE) -m "integration and not kafka3 and not kafka_secure and not kube and not spark and not images" -q
+
 test-kube: setup
 	@scripts/timed "kubernetes integration suite" $(PYTEST) tests/integration -m "kube and not spark" -q
 
@@ -114,7 +123,7 @@ test-spark: setup
 	@scripts/timed "spark suite" $(PYTEST) tests -m "spark" -q
 
 # Order is the test rules' order: unit -> images -> Kafka integration (incl. 3-node) -> Kubernetes -> e2e -> demo -> Spark
-test: setup lint test-unit test-images test-kafka test-kafka3 test-kube test-e2e test-demo test-spark
+test: setup lint test-unit test-images test-kafka test-kafka3 test-kafka-39 test-kube test-e2e test-demo test-spark
 
 demo: setup
 	@$(BIN)/vigil demo

@@ -70,6 +70,9 @@ class BrokerLimits:
     consumer_heartbeat_ms: int = 5000
     """The KIP-848 heartbeat interval in effect: group config consumer.heartbeat.interval.ms, else the broker's
     group.consumer.heartbeat.interval.ms."""
+    protocols: tuple[str, ...] | None = None
+    """group.coordinator.rebalance.protocols: the group protocols the coordinator serves (3.9: classic only by
+    default; 4.0+: classic and consumer); None when not read."""
 
     def for_group(self, session_ms: int, heartbeat_ms: int) -> "BrokerLimits":
         """These limits with one KIP-848 group's own timings in effect (its group configs, which default to the
@@ -126,6 +129,7 @@ STALL_TIMEOUT: Final = "stallTimeout"
 
 SESSION: Final = "session.timeout.ms"
 HEARTBEAT: Final = "heartbeat.interval.ms"
+PROTOCOLS: Final = "group.coordinator.rebalance.protocols"
 MAX_POLL: Final = "max.poll.interval.ms"
 
 STALL_FLOOR_HEARTBEATS: Final = 2
@@ -319,6 +323,19 @@ def no_client_heartbeat_with_consumer_protocol(
     )
 
 
+def consumer_protocol_served(client: ClientTimings, broker: BrokerLimits, eff: _Effective) -> Finding | None:
+    """A KIP-848 group on a coordinator that does not serve the consumer protocol (Kafka 3.x by default) has no
+    member to act on: said once at start, and removal is refused by broker version, never attempted."""
+    if broker.protocols is None or GroupProtocol.CONSUMER.value in broker.protocols:
+        return None
+    return Finding(
+        Severity.ERROR,
+        PROTOCOLS,
+        f"group.protocol=consumer but this cluster's coordinator serves only {','.join(broker.protocols) or 'none'}"
+        f" ({PROTOCOLS}; KIP-848 is GA from Kafka 4.0): the app cannot join, and vigil removes no member of it.",
+    )
+
+
 CLASSIC_RULES: Final[tuple[Rule, ...]] = (
     heartbeat_below_session,
     heartbeat_within_a_third,
@@ -329,6 +346,7 @@ CLASSIC_RULES: Final[tuple[Rule, ...]] = (
     broker_limits_are_defaults,
 )
 CONSUMER_RULES: Final[tuple[Rule, ...]] = (
+    consumer_protocol_served,
     no_client_session_with_consumer_protocol,
     no_client_heartbeat_with_consumer_protocol,
     stall_before_client_leaves,

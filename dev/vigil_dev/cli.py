@@ -8,6 +8,7 @@ from pathlib import Path
 
 from vigil_dev import paths, stack
 from vigil_dev.errors import DevError
+from vigil_dev.kafka import install as kafka_install
 from vigil_dev.kafka.config import Security
 from vigil_dev.testing import images
 
@@ -36,6 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 "--security", choices=[s.value for s in Security], default=Security.PLAINTEXT.value,
                 help="client listener security (default plaintext)",
             )  # fmt: skip
+            cmd.add_argument(
+                "--kafka-version", choices=kafka_install.SUPPORTED_VERSIONS, default=kafka_install.pinned_version(),
+                help="the broker's Apache Kafka release (default %(default)s; docs/kafka-versions.md)",
+            )  # fmt: skip
             cmd.add_argument("--no-kafka", action="store_true", help="leave Kafka out")
             cmd.add_argument("--no-kube", action="store_true", help="leave Kubernetes out")
             cmd.add_argument(
@@ -51,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             names = [*images.NODE_IMAGES, *(["report"] if args.report_image else [])]
             archives = [] if args.no_kube else images.archives(progress=print, names=names)
             path = stack.up(
-                state_dir, brokers=args.brokers, security=Security(args.security),
+                state_dir, brokers=args.brokers, security=Security(args.security), kafka_version=args.kafka_version,
                 kafka=not args.no_kafka, kube=not args.no_kube, archives=archives,
             )  # fmt: skip
             print(f"env file: {path}  (use: set -a; . {path}; set +a)")

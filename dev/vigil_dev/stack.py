@@ -37,6 +37,7 @@ def up(
     *,
     brokers: int = 1,
     security: Security = Security.PLAINTEXT,
+    kafka_version: str | None = None,
     kafka: bool = True,
     kube: bool = True,
     archives: Sequence[Path] = (),
@@ -58,7 +59,12 @@ def up(
             client_host = network.node_ip
         if kafka:
             kafka_part = kafka_cluster.create(
-                state_dir, brokers=brokers, security=security, client_host=client_host, progress=progress
+                state_dir,
+                brokers=brokers,
+                security=security,
+                client_host=client_host,
+                version=kafka_version,
+                progress=progress,
             )
             values |= _kafka_env(kafka_part)
         if kube:

@@ -271,7 +271,8 @@ class Sidecar:
         one log line; none stops the sidecar. Unreadable (no DESCRIBE_CONFIGS) → Kafka's defaults, said so."""
         try:
             limits = self.worker.client().broker_limits()
-            if self.settings.group_protocol is rules.GroupProtocol.CONSUMER:
+            served = limits.protocols is None or rules.GroupProtocol.CONSUMER.value in limits.protocols
+            if self.settings.group_protocol is rules.GroupProtocol.CONSUMER and served:
                 timings = self.worker.client().group_timings(self.settings.group_id)
                 limits = limits.for_group(timings.session_ms, timings.heartbeat_ms)
         except (GroupClientError, ConnectionError, OSError) as exc:

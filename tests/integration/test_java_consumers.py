@@ -1,4 +1,4 @@
-"""Java consumers (kafka-clients 4.1.1 from the broker jars) stalled next to a real `vigil sidecar`: what each one
+"""Java consumers (kafka-clients from the broker jars: 4.4.0 by default) stalled next to a real `vigil sidecar`: what each one
 does after the sidecar evicts it, and the sidecar's answer when the client undoes the eviction by itself.
 
 Per case (classic / KIP-848 × with / without a ConsumerRebalanceListener): the Java app beacons per JAVA.md (its
@@ -38,7 +38,7 @@ Protocol = Literal["classic", "consumer"]
 
 @dataclass(frozen=True)
 class Expected:
-    """What kafka-clients 4.1.1 does after vigil's LeaveGroup on its behalf (observed; see JAVA.md)."""
+    """What kafka-clients (4.4.0; 4.1.1 alike) does after vigil's LeaveGroup on its behalf (observed; see JAVA.md)."""
 
     rejoins_without_poll: bool
     """Its background thread rejoins while the app thread is stalled: the eviction is undone."""

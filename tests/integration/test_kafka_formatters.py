@@ -230,7 +230,12 @@ def _key_json(key: Any) -> dict[str, Any]:
 
 
 def _tps(tps: tuple[rec.TopicIdPartitions, ...]) -> list[dict[str, Any]]:
-    return [{"topicId": _uuid(tp.topic_id), "partitions": list(tp.partitions)} for tp in tps]
+    """A nested struct's tagged field is left out of Kafka's JSON at its default (KIP-1251's epochs: null)."""
+    return [
+        {"topicId": _uuid(tp.topic_id), "partitions": list(tp.partitions)}
+        | ({} if tp.assignment_epochs is None else {"assignmentEpochs": list(tp.assignment_epochs)})
+        for tp in tps
+    ]
 
 
 #: Tagged fields: Kafka's JSON leaves one out when it holds its default, so "absent" means "ours is the default".
@@ -340,7 +345,10 @@ _VALUE_JSON: dict[type, Callable[[Any], tuple[dict[str, Any], Tagged]]] = {
     rec.ConsumerGroupMetadataValue: lambda v: ({"epoch": v.epoch}, {"metadataHash": (v.metadata_hash, 0)}),
     rec.ConsumerGroupPartitionMetadataValue: _partition_metadata_json,
     rec.ConsumerGroupMemberMetadataValue: _member_metadata_json,
-    rec.ConsumerGroupTargetAssignmentMetadataValue: lambda v: ({"assignmentEpoch": v.assignment_epoch}, {}),
+    rec.ConsumerGroupTargetAssignmentMetadataValue: lambda v: (
+        {"assignmentEpoch": v.assignment_epoch},
+        {"assignmentTimestamp": (v.assignment_timestamp, 0)},
+    ),
     rec.ConsumerGroupTargetAssignmentMemberValue: lambda v: ({"topicPartitions": _tps(v.topic_partitions)}, {}),
     rec.ConsumerGroupCurrentMemberAssignmentValue: lambda v: (_current_assignment_json(v), {}),
     rec.ConsumerGroupRegularExpressionValue: lambda v: (

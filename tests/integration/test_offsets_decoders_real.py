@@ -92,6 +92,7 @@ def test_real_records_decode_and_match_the_group(kafka: KafkaCluster, artifacts_
     assert all(v.commit_timestamp > 0 for v in last.values())
 
 
+@pytest.mark.kafka_min("4.0")  # KIP-848 is GA from 4.0; 3.x serves the classic protocol only
 def test_real_kip848_records_decode(kafka: KafkaCluster, artifacts_dir: Path) -> None:
     """A `group.protocol=consumer` group writes record types 3-8 (flexible v0, 4.1 tags): all decode."""
     conn = kafka.connection()

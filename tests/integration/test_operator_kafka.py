@@ -88,8 +88,9 @@ def test_a_kip848_group_mid_reconciliation_is_reconciling_in_the_status_and_the_
         wait_for(holder.parked.is_set, timeout=5, what="the holder no longer polling")
         members.append(clients.Member(conn, group, [topic], "joiner", extra=KIP848).start())
         facts = wait_for(lambda: asyncio.run(brokers.observe(conn, group, kip848=True)),
-                         lambda f: isinstance(f, GroupFacts) and len(f.view.members) == 2, timeout=30,
-                         what="the operator observing both members")  # fmt: skip
+                         lambda f: isinstance(f, GroupFacts) and len(f.view.members) == 2
+                         and f.view.state is not GroupState.ASSIGNING,  # 4.4: Assigning until the target is computed
+                         timeout=30, what="the operator observing both members, their target computed")  # fmt: skip
         assert isinstance(facts, GroupFacts)
         librdkafka = clients.describe_group(conn, group)
         assert str(librdkafka.state).split(".")[-1].upper() == "UNKNOWN"  # what the status said before the fix
@@ -363,10 +364,11 @@ def test_five_classic_rebalances_between_two_resyncs_count_five(kafka: KafkaClus
         found = cgmd.parse(first.group_metadata or b"")
         return found.generation if found is not None else -1
 
-    def fed_up_to_the_members() -> None:
-        wait_for(lambda: (members_generation(), brokers.generation(conn, observe())),
-                 lambda pair: pair[0] > 0 and pair[0] == pair[1], timeout=60,
-                 what=f"{group}: __consumer_offsets read up to the members' generation")  # fmt: skip
+    def fed_up_to_the_members() -> int:
+        both = wait_for(lambda: (members_generation(), brokers.generation(conn, observe())),
+                        lambda pair: pair[0] > 0 and pair[0] == pair[1], timeout=60,
+                        what=f"{group}: __consumer_offsets read up to the members' generation")  # fmt: skip
+        return both[0]
 
     first = clients.Member(conn, group, [topic], "m0").start()
     others: list[clients.Member] = []
@@ -382,11 +384,16 @@ def test_five_classic_rebalances_between_two_resyncs_count_five(kafka: KafkaClus
         for n, member in zip((3, 2), others[:2], strict=True):  # two graceful leaves
             member.close()
             stable_with(n)
-        fed_up_to_the_members()
-        moved = members_generation() - before
+        fed = fed_up_to_the_members()
+        now = resync(last)
+        # the group may take one more generation after the last Stable (seen on 4.4 in 2 runs of 5): the resync
+        # reads it or not, and the members reach whichever it read
+        assert now.generation is not None
+        assert now.generation >= fed
+        wait_for(members_generation, lambda g: g >= now.generation, timeout=30, what="the members at the resync's")
+        moved = now.generation - before
         print(f"five membership changes moved the members' generation by {moved}")
         assert moved >= 4  # each change awaited Stable; in runs here they made 5 generations, or 4 (two in one)
-        resync(last)
         assert sample(counter, where) == moved
     finally:
         for member in [first, *others]:

@@ -13,9 +13,11 @@ the field — the report counts both.
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from vigil_core.consumer_offsets.wire import INT16, INT32, DecodeError, Reader
+
+T = TypeVar("T")
 
 # -- results that are not records ---------------------------------------------------------------------
 
@@ -60,6 +62,9 @@ class TopicIdPartitions:
 
     topic_id: bytes
     partitions: tuple[int, ...]
+    assignment_epochs: tuple[int, ...] | None = None
+    """KIP-1251 (4.4+, a member's current assignment): the epoch each partition was assigned at, aligned with
+    `partitions`; None when not written (tagged field 0)."""
 
 
 _INT16 = INT16.unpack_from
@@ -302,6 +307,8 @@ class ConsumerGroupMemberMetadataValue:
 class ConsumerGroupTargetAssignmentMetadataValue:
     version: int
     assignment_epoch: int
+    assignment_timestamp: int = 0
+    """KIP-1263 (4.3+): when the target assignment's computation finished, epoch ms; 0 when not written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -563,15 +570,27 @@ def _cg_member_metadata_value(r: Reader, v: int) -> ConsumerGroupMemberMetadataV
 
 def _cg_target_metadata_value(r: Reader, v: int) -> ConsumerGroupTargetAssignmentMetadataValue:
     epoch = r.int32("assignment_epoch")
-    r.tagged_fields("ConsumerGroupTargetAssignmentMetadataValue")
-    return ConsumerGroupTargetAssignmentMetadataValue(v, epoch)
+    tags = r.tagged_fields("ConsumerGroupTargetAssignmentMetadataValue")
+    timestamp = _tagged(tags, 0, lambda t: t.int64("assignment_timestamp"), 0)
+    return ConsumerGroupTargetAssignmentMetadataValue(v, epoch, timestamp)
 
 
 def _topic_id_partitions(r: Reader) -> TopicIdPartitions:
     topic_id = r.uuid("topic_id")
     partitions = r.compact_int32_array("partitions")
-    r.tagged_fields("topic_partitions")
-    return TopicIdPartitions(topic_id, partitions)
+    tags = r.tagged_fields("topic_partitions")
+    epochs = _tagged(tags, 0, lambda t: t.compact_nullable_int32_array("assignment_epochs"), None)
+    return TopicIdPartitions(topic_id, partitions, epochs)
+
+
+def _tagged(tags: dict[int, bytes], tag: int, read: Callable[[Reader], T], default: T) -> T:
+    """Tagged field `tag` read whole from its payload, or `default` when the writer left it out."""
+    if tag not in tags:
+        return default
+    t = Reader(tags[tag])
+    value = read(t)
+    t.expect_end(f"tag {tag}")
+    return value
 
 
 def _cg_target_member_value(r: Reader, v: int) -> ConsumerGroupTargetAssignmentMemberValue:

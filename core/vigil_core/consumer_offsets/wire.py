@@ -152,6 +152,10 @@ class Reader:
     def compact_int32_array(self, name: str) -> tuple[int, ...]:
         return self._int32s(self._count(self.uvarint(name) - 1, 4, name))
 
+    def compact_nullable_int32_array(self, name: str) -> tuple[int, ...] | None:
+        count = self.uvarint(name) - 1
+        return None if count < 0 else self._int32s(self._count(count, 4, name))
+
     def _int32s(self, count: int) -> tuple[int, ...]:
         pos = self.pos
         self.pos = pos + 4 * count

@@ -294,6 +294,7 @@ class GroupClient:
             ),
             consumer_session_ms=value("group.consumer.session.timeout.ms", defaults.consumer_session_ms),
             consumer_heartbeat_ms=value("group.consumer.heartbeat.interval.ms", defaults.consumer_heartbeat_ms),
+            protocols=_protocols(configs.get("group.coordinator.rebalance.protocols")),
             from_defaults=False,
         )
 
@@ -482,6 +483,13 @@ def _leave_identity(member_id: str, instance_id: str | None, reason: str) -> "wi
 
 def _retry(outcome: Outcome) -> bool:
     return outcome.reaction in (Reaction.REDISCOVER_COORDINATOR, Reaction.RETRY_BACKOFF)
+
+
+def _protocols(entry: ConfigEntry | None) -> tuple[str, ...] | None:
+    """group.coordinator.rebalance.protocols as the broker reports a list config ("classic,consumer")."""
+    if entry is None or entry.value is None:
+        return None
+    return tuple(part.strip() for part in str(entry.value).split(",") if part.strip())
 
 
 def _reason(reason: str) -> str:

@@ -142,8 +142,10 @@ class GroupWire:
         return tuple(version) if version else (0,)
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
-        """API key -> (min, max) version the bootstrap broker supports (from its ApiVersions response)."""
-        return {int(key): (int(lo), int(hi)) for key, (lo, hi) in self._admin.api_versions().items()}
+        """API key -> (min, max) version the bootstrap broker supports (from its ApiVersions response). Read raw:
+        kafka-python's `api_versions()` maps keys to its ApiKey enum and raises on a key newer than it (4.4's 93)."""
+        data = self._admin._manager.broker_version_data  # noqa: SLF001 - no public accessor for the raw answer
+        return {int(key): (int(lo), int(hi)) for key, (lo, hi) in data.api_versions.items()}
 
     def _send(self, request: Any, node_id: int | None = None) -> Any:
         """One request, answered or failed within the request timeout: the deadline covers a request still queued

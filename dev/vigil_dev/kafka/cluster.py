@@ -249,16 +249,18 @@ def create(
     brokers: int = 1,
     security: Security = Security.PLAINTEXT,
     client_host: str = "127.0.0.1",
+    version: str | None = None,
     progress: Callable[[str], None] = print,
 ) -> KafkaCluster:
     """Install if needed, lay out, format and start a fresh cluster, and wait until it is healthy. Clients
-    connect on `client_host` (an address of this machine: loopback, or the node IP for pods)."""
+    connect on `client_host` (an address of this machine: loopback, or the node IP for pods). `version`: one of
+    `install.SUPPORTED_VERSIONS`, the pom's by default."""
     if brokers not in (1, 3):
         raise DevError(f"--brokers: 1 or 3 supported, got {brokers}")
     existing = KafkaCluster.load(state_dir)
     if existing is not None and existing.running_nodes():
         raise DevError(f"kafka: a cluster is already running from {state_dir} (run `vigil dev down` first)")
-    dist = install.ensure_kafka(progress)
+    dist = install.ensure_kafka(version, progress)
     free = ports.free_ports(3 * brokers)
     nodes = tuple(
         NodePorts(node_id=i + 1, client=free[3 * i], controller=free[3 * i + 1], internal=free[3 * i + 2])

@@ -29,11 +29,22 @@ class KafkaDist:
 
 
 def pinned_version() -> str:
-    """The Kafka version the pom pins (the pom is the single source of truth)."""
+    """The default Kafka version: the one the pom pins (the pom is the single source of truth)."""
     match = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
     if match is None:
         raise DevError(f"{POM}: no <kafka.version> property")
     return match.group(1)
+
+
+SUPPORTED_VERSIONS: tuple[str, ...] = ("4.4.0", "3.9.1")
+"""The broker versions the dev stack runs and the suites are run on (docs/kafka-versions.md)."""
+
+
+def check_version(version: str) -> str:
+    """`version` if the dev stack supports it; one line naming the supported ones if not."""
+    if version not in SUPPORTED_VERSIONS:
+        raise DevError(f"Kafka {version!r} is not a release the dev stack runs: one of {', '.join(SUPPORTED_VERSIONS)}")
+    return version
 
 
 def _require_tool(tool: str, hint: str) -> str:
@@ -53,9 +64,9 @@ def check_java() -> str:
     return java
 
 
-def ensure_kafka(progress: Callable[[str], None] = print) -> KafkaDist:
-    """Install (or find in the cache) the pinned broker; idempotent and fast when warm."""
-    version = pinned_version()
+def ensure_kafka(version: str | None = None, progress: Callable[[str], None] = print) -> KafkaDist:
+    """Install (or find in the cache) a broker, the pinned one by default; idempotent and fast when warm."""
+    version = check_version(version or pinned_version())
     digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
     home = paths.cache_dir() / "kafka" / f"{version}-{digest}"
     libs = home / "libs"
@@ -75,6 +86,7 @@ def ensure_kafka(progress: Callable[[str], None] = print) -> KafkaDist:
         "dependency:copy-dependencies",
         f"-DoutputDirectory={staging}",
         "-DincludeScope=runtime",
+        f"-Dkafka.version={version}",
     ]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -100,9 +112,10 @@ def _maven_reason(output: str) -> str:
 if __name__ == "__main__":
     import sys
 
-    try:
-        dist = ensure_kafka()
+    try:  # every supported release by default: `make test` runs a subset on each
+        for wanted in sys.argv[1:] or SUPPORTED_VERSIONS:
+            dist = ensure_kafka(wanted)
+            print(f"kafka {dist.version}: {dist.libs}")
     except DevError as exc:
         print(f"vigil setup: {exc}", file=sys.stderr)
         sys.exit(1)
-    print(f"kafka {dist.version}: {dist.libs}")

@@ -18,7 +18,9 @@ def broker_lines(kafka: KafkaCluster, group: str, pattern: str) -> list[tuple[in
 
 def stabilized(kafka: KafkaCluster, group: str) -> list[tuple[int, int]]:
     """Every (generation, members) any node stabilized for `group`, in order: the group's rebalances."""
-    hits = broker_lines(kafka, group, r"Stabilized group {g} generation (\d+) with (\d+) members")
+    # 3.9's classic coordinator names the offsets partition: "generation 2 (__consumer_offsets-3) with 1 members"
+    pattern = r"Stabilized group {g} generation (\d+)(?: \(__consumer_offsets-\d+\))? with (\d+) members"
+    hits = broker_lines(kafka, group, pattern)
     return sorted((int(gen), int(n)) for _, (gen, n) in hits)
 
 

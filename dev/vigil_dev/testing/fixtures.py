@@ -15,6 +15,7 @@ import pytest
 from vigil_dev import procs
 from vigil_dev.errors import DevError
 from vigil_dev.kafka import cluster as kafka_cluster_module
+from vigil_dev.kafka import install as kafka_install
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.kafka.config import Security
 
@@ -35,6 +36,56 @@ def artifacts_dir(request: pytest.FixtureRequest) -> Path:
     return path
 
 
+KAFKA_VERSION_ENV = "VIGIL_TEST_KAFKA_VERSION"
+"""The broker release every Kafka of a test run is (the pom's when unset): `make test-kafka-39` sets it."""
+
+
+def run_kafka_version() -> str:
+    """The broker release of this test run; an unsupported one fails the run in one line before any test."""
+    try:
+        return kafka_install.check_version(os.environ.get(KAFKA_VERSION_ENV) or kafka_install.pinned_version())
+    except DevError as exc:
+        raise pytest.UsageError(f"${KAFKA_VERSION_ENV}: {exc}") from None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "kafka_min(version): needs at least that broker release; deselected, and counted, on an older one"
+    )
+
+
+def pytest_report_header() -> str:
+    return f"kafka: Apache Kafka {run_kafka_version()} (${KAFKA_VERSION_ENV} chooses another)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect, never skip silently: the terminal summary names how many tests the run's broker cannot serve."""
+    running = _release(run_kafka_version())
+    keep: list[pytest.Item] = []
+    older: list[pytest.Item] = []
+    for item in items:
+        marker = item.get_closest_marker("kafka_min")
+        (older if marker is not None and running < _release(str(marker.args[0])) else keep).append(item)
+    if older:
+        config.hook.pytest_deselected(items=older)
+        items[:] = keep
+        config.stash[_OLDER] = len(older)
+
+
+_OLDER = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if config.stash.get(_OLDER, 0):
+        terminalreporter.write_line(
+            f"kafka {run_kafka_version()}: {config.stash[_OLDER]} test(s) marked kafka_min deselected (newer broker)"
+        )
+
+
 def kafka_cluster(
     artifacts: Path, name: str, brokers: int, security: Security, *, client_host: str = "127.0.0.1"
 ) -> Iterator[KafkaCluster]:
@@ -42,7 +93,12 @@ def kafka_cluster(
     state = artifacts / name
     try:
         cluster = kafka_cluster_module.create(
-            state, brokers=brokers, security=security, client_host=client_host, progress=lambda _: None
+            state,
+            brokers=brokers,
+            security=security,
+            client_host=client_host,
+            version=run_kafka_version(),
+            progress=lambda _: None,
         )
     except DevError as exc:
         pytest.fail(f"the real Kafka stack ({name}) could not start: {exc}", pytrace=False)

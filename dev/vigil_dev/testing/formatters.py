@@ -2,10 +2,10 @@
 
 Two tools from the broker jars, each run as a small JVM (`java -cp "<libs>/*"`):
 - the console consumer with `OffsetsMessageFormatter` / `GroupMetadataMessageFormatter` (kafka-tools): record
-  types 0-1 and 2 only, one JSON object per printed record (4.1.1 writes them with no separator), without
+  types 0-1 and 2 only, one JSON object per printed record (4.1.1 and 4.4.0 write them with no separator), without
   offsets — so the caller reads an exact record range and pairs by order;
 - `DumpLogSegments --offsets-decoder` (kafka core) over a partition's segment files: every record type the
-  broker knows, with its offset — the only Kafka rendering of the KIP-848 records (types 3-8) in 4.1.1.
+  broker knows, with its offset — the only Kafka rendering of the KIP-848 records (types 3-8) in 4.1.1 and 4.4.0.
 
 Nothing here interprets a field; the test decides what equal means.
 """
@@ -21,7 +21,8 @@ from typing import Any
 OFFSETS_FORMATTER = "org.apache.kafka.tools.consumer.OffsetsMessageFormatter"
 GROUP_METADATA_FORMATTER = "org.apache.kafka.tools.consumer.GroupMetadataMessageFormatter"
 _CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
-_DUMP_LOG_SEGMENTS = "kafka.tools.DumpLogSegments"
+_DUMP_LOG_SEGMENTS = {(3, 9): "kafka.tools.DumpLogSegments", (4, 4): "org.apache.kafka.tools.DumpLogSegments"}
+"""By the release that has it there: 4.4 rewrote it in Java, in kafka-tools (4.1.1 and 3.9.1: Scala, kafka core)."""
 #: A small client JVM on a shared 2-core machine: the tools read a few hundred records.
 _JVM_OPTS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 #: Every log line to stderr, so stdout holds only what the formatter printed (log4j2 defaults to stdout).
@@ -93,8 +94,7 @@ def formatted_records(
         "--bootstrap-server", bootstrap, "--topic", "__consumer_offsets",
         "--partition", str(partition), "--offset", str(offset), "--max-messages", str(count),
         "--timeout-ms", str(int(timeout * 1000 * 2 / 3)), "--formatter", formatter,
-        "--consumer-property", "exclude.internal.topics=false",
-        "--consumer-property", "isolation.level=read_committed",
+        *_consumer_properties(libs, "exclude.internal.topics=false", "isolation.level=read_committed"),
         timeout=timeout,
     )  # fmt: skip
     processed = _PROCESSED.search(done.stderr)
@@ -104,6 +104,30 @@ def formatted_records(
             f"{processed.group(0) if processed else 'no count'} (wanted {count}); stderr: {done.stderr[-1500:]}"
         )
     return _json_objects(done.stdout, formatter)
+
+
+_COMMAND_PROPERTY_SINCE = (4, 4)
+"""4.4's console consumer deprecates `--consumer-property` for `--command-property`, printing the warning on stdout
+among the records; 3.9.1 and 4.1.1 know only `--consumer-property` (read in their kafka-tools jars)."""
+
+
+def _release(libs: Path) -> tuple[int, int]:
+    """The (major, minor) release of the broker jars in `libs`, from its kafka-tools jar's name."""
+    jars = sorted(libs.glob("kafka-tools-[0-9]*.jar"))
+    found = re.fullmatch(r"kafka-tools-(\d+)\.(\d+)\..*\.jar", jars[0].name) if len(jars) == 1 else None
+    if found is None:
+        raise FormatterError(f"expected one kafka-tools-<version>.jar in {libs}, found {[j.name for j in jars]}")
+    return int(found.group(1)), int(found.group(2))
+
+
+def _consumer_properties(libs: Path, *properties: str) -> list[str]:
+    option = "--command-property" if _release(libs) >= _COMMAND_PROPERTY_SINCE else "--consumer-property"
+    return [arg for prop in properties for arg in (option, prop)]
+
+
+def _dump_log_segments(libs: Path) -> str:
+    release = _release(libs)
+    return _DUMP_LOG_SEGMENTS[max(since for since in _DUMP_LOG_SEGMENTS if since <= release)]
 
 
 def _json_objects(text: str, what: str) -> list[dict[str, Any]]:
@@ -129,7 +153,14 @@ def dumped_records(libs: Path, segments: Sequence[Path], work_dir: Path, timeout
     renders it (the broker keeps running: a segment read while it is written ends at the last whole batch)."""
     files = ",".join(str(s) for s in segments)
     done = _java(
-        libs, work_dir, _DUMP_LOG_SEGMENTS, "--offsets-decoder", "--deep-iteration", "--files", files, timeout=timeout
+        libs,
+        work_dir,
+        _dump_log_segments(libs),
+        "--offsets-decoder",
+        "--deep-iteration",
+        "--files",
+        files,
+        timeout=timeout,
     )
     if done.returncode != 0:
         raise FormatterError(f"DumpLogSegments {files}: exit {done.returncode}: {done.stderr[-1500:]}")

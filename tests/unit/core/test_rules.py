@@ -1,5 +1,7 @@
 """Timing rules as tables (each case lists every finding it must produce), plus properties over all configs."""
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,6 +21,9 @@ CLASSIC, CONSUMER = GroupProtocol.CLASSIC, GroupProtocol.CONSUMER
 ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 READ = BrokerLimits(from_defaults=False)
 """Kafka's default limits, but read from the broker (no INFO finding)."""
+ONLY_CLASSIC = BrokerLimits(protocols=("classic",), from_defaults=False)
+"""A 3.9 coordinator's default: group.coordinator.rebalance.protocols=classic."""
+SERVES_848 = BrokerLimits(protocols=("classic", "consumer"), from_defaults=False)
 DEV = BrokerLimits(min_session_ms=1000, consumer_session_ms=10000, consumer_heartbeat_ms=1000, from_defaults=False)
 """The local test broker (tests/README.md)."""
 
@@ -106,6 +111,11 @@ CASES = [
     ("KIP-848, stall equal to max.poll", consumer(max_poll=60000, stall=60000), READ, [
         (WARNING, "stallTimeout", "leaves the group by itself first"),
     ]),
+    ("KIP-848 on a 3.9 coordinator (classic only)", consumer(), ONLY_CLASSIC, [
+        (ERROR, "group.coordinator.rebalance.protocols", "serves only classic"),
+    ]),
+    ("KIP-848 on a 4.x coordinator", consumer(), SERVES_848, []),
+    ("classic on a 3.9 coordinator", classic(), ONLY_CLASSIC, []),
 ]  # fmt: skip
 
 
@@ -147,6 +157,9 @@ def brokers(draw: st.DrawFn) -> BrokerLimits:
         consumer_heartbeat_ms=consumer_hb,
         consumer_session_ms=draw(st.integers(consumer_hb + 1, 120000)),
         from_defaults=draw(st.booleans()),
+        protocols=draw(
+            st.none() | st.sampled_from([("classic",), ("classic", "consumer"), ("classic", "consumer", "streams")])
+        ),
     )
 
 
@@ -170,6 +183,8 @@ def sound_consumer(draw: st.DrawFn, broker: BrokerLimits) -> ClientTimings:
 def test_a_config_that_satisfies_every_rule_has_no_error_and_no_warning(
     data: st.DataObject, broker: BrokerLimits, protocol: GroupProtocol
 ) -> None:
+    if protocol is CONSUMER and broker.protocols is not None and "consumer" not in broker.protocols:
+        broker = replace(broker, protocols=(*broker.protocols, "consumer"))  # sound includes a coordinator serving it
     client = data.draw(sound_classic(broker) if protocol is CLASSIC else sound_consumer(broker))
     findings = check_timings(client, broker)
     assert [f.severity for f in findings] == ([INFO] if broker.from_defaults else [])
@@ -212,7 +227,8 @@ def _refused(client: ClientTimings, broker: BrokerLimits) -> bool:
     if any(v is not None and v <= 0 for v in (*values, client.stall_timeout_ms)):
         return True
     if client.protocol is CONSUMER:
-        return client.session_timeout_ms is not None or client.heartbeat_interval_ms is not None
+        unserved = broker.protocols is not None and "consumer" not in broker.protocols
+        return unserved or client.session_timeout_ms is not None or client.heartbeat_interval_ms is not None
     session = 45000 if client.session_timeout_ms is None else client.session_timeout_ms
     heartbeat = 3000 if client.heartbeat_interval_ms is None else client.heartbeat_interval_ms
     # max.poll below the session is refused by librdkafka only: a warning (the Java client accepts it)

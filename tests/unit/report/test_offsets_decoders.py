@@ -95,7 +95,10 @@ def encode_key(k: rec.Key) -> bytes:
 
 
 def _tip(w: W, tp: rec.TopicIdPartitions) -> None:
-    w.raw(tp.topic_id).array(tp.partitions, W.i32).tags()
+    epochs = None
+    if tp.assignment_epochs is not None:  # KIP-1251, 4.4: a nullable []int32 in tag 0
+        epochs = {0: bytes(W(True).array(tp.assignment_epochs, W.i32).out)}
+    w.raw(tp.topic_id).array(tp.partitions, W.i32).tags(epochs)
 
 
 def encode_value(v: rec.Value) -> bytes:  # noqa: PLR0912 - one branch per schema, on purpose
@@ -146,7 +149,8 @@ def encode_value(v: rec.Value) -> bytes:  # noqa: PLR0912 - one branch per schem
             tags = {0: bytes(cw.out)}
         w.tags(tags)
     elif isinstance(v, rec.ConsumerGroupTargetAssignmentMetadataValue):
-        w = W(True).i16(v.version).i32(v.assignment_epoch).tags()
+        stamp = {0: struct.pack(">q", v.assignment_timestamp)} if v.assignment_timestamp else None  # KIP-1263
+        w = W(True).i16(v.version).i32(v.assignment_epoch).tags(stamp)
     elif isinstance(v, rec.ConsumerGroupTargetAssignmentMemberValue):
         w = W(True).i16(v.version).array(v.topic_partitions, _tip).tags()
     elif isinstance(v, rec.ConsumerGroupCurrentMemberAssignmentValue):
@@ -302,6 +306,10 @@ SAMPLES: list[tuple[rec.Key, rec.Value]] = [
     ),
     (rec.ConsumerGroupTargetAssignmentMetadataKey("g"), rec.ConsumerGroupTargetAssignmentMetadataValue(0, 4)),
     (
+        rec.ConsumerGroupTargetAssignmentMetadataKey("g"),
+        rec.ConsumerGroupTargetAssignmentMetadataValue(0, 4, 1795721708535),  # 4.3+: the assignment's timestamp
+    ),
+    (
         rec.ConsumerGroupTargetAssignmentMemberKey("g", "m"),
         rec.ConsumerGroupTargetAssignmentMemberValue(0, (rec.TopicIdPartitions(TOPIC_ID, (0, 1)),)),
     ),
@@ -311,9 +319,15 @@ SAMPLES: list[tuple[rec.Key, rec.Value]] = [
             0, 5, 4, 1, (rec.TopicIdPartitions(TOPIC_ID, (0,)),), (rec.TopicIdPartitions(TOPIC_ID, (1,)),)
         ),
     ),
+    (
+        rec.ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
+        rec.ConsumerGroupCurrentMemberAssignmentValue(  # 4.4+: each partition's assignment epoch
+            0, 5, 4, 1, (rec.TopicIdPartitions(TOPIC_ID, (0, 2), (3, 5)),), (rec.TopicIdPartitions(TOPIC_ID, (1,), ()),)
+        ),
+    ),
     (rec.ConsumerGroupRegularExpressionKey("g", "t.*"), rec.ConsumerGroupRegularExpressionValue(0, ("t1",), 3, 77)),
 ]
-IDS = [f"{type(v).__name__}-v{v.version}" for _, v in SAMPLES]
+IDS = [f"{type(v).__name__}-v{v.version}-{i}" for i, (_, v) in enumerate(SAMPLES)]
 
 
 @pytest.mark.parametrize(("key", "value"), SAMPLES, ids=IDS)
