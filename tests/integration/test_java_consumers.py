@@ -1,4 +1,4 @@
-"""Java consumers (kafka-clients from the broker jars: 4.4.0 by default) stalled next to a real `vigil sidecar`: what each one
+"""Java consumers (the broker jars' kafka-clients, 4.4.0) stalled next to a real `vigil sidecar`: what each one
 does after the sidecar evicts it, and the sidecar's answer when the client undoes the eviction by itself.
 
 Per case (classic / KIP-848 × with / without a ConsumerRebalanceListener): the Java app beacons per JAVA.md (its
