@@ -55,6 +55,9 @@ class OperatorSettings(BaseModel):
     allowed_secret: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], BeforeValidator(_names)] = ()
     """A pattern of the Secret names a ConsumerGroup may reference (always in its own namespace); repeatable (env:
     comma-separated). None: any Secret of the ConsumerGroup's namespace."""
+    allowed_bootstrap_server: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], BeforeValidator(_names)] = ()
+    """A pattern (shell-style: `kafka-*.kafka.svc:9093`) of the `host:port` a ConsumerGroup's
+    `spec.kafka.bootstrapServers` may name, each of them; repeatable (env: comma-separated). None: any broker."""
     reject_unknown_group: bool = False
     """A labelled pod naming a ConsumerGroup that does not exist: reject it (else admit it unchanged, warn)."""
     state_dir: Path = Path("/tmp/vigil-operator")  # noqa: S108 - private 0700 dir for credential files
@@ -117,6 +120,7 @@ class OperatorSettings(BaseModel):
             image_pull_secrets=self.sidecar_image_pull_secret,
             allowed_sidecar_images=self.allowed_sidecar_image,
             allowed_secrets=self.allowed_secret,
+            allowed_bootstrap_servers=self.allowed_bootstrap_server,
             operator_namespace=self.namespace,
             events_topic=self.events_topic,
             reject_unknown_group=self.reject_unknown_group,

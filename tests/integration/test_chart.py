@@ -246,7 +246,10 @@ MATRIX: dict[str, dict[str, Any]] = {
     ),
     "tenancy-allow-lists": {
         "sidecar": {"allowedImages": ["registry.example.com/kafka/vigil-sidecar:*", "mirror.example/vigil-*"]},
-        "operator": {"allowedSecretNames": ["kafka-*", "shared-ca"]},
+        "operator": {
+            "allowedSecretNames": ["kafka-*", "shared-ca"],
+            "allowedBootstrapServers": ["kafka-*.kafka.svc:9093"],
+        },
     },
     "pull-secrets-not-injected": {
         "imagePullSecrets": [{"name": "regcred"}],
@@ -765,6 +768,7 @@ def _check_images(objects: list[Obj], values: dict[str, Any]) -> None:
     assert tenancy.default_image == expected("sidecar")
     assert tenancy.allowed_images == tuple(values.get("sidecar", {}).get("allowedImages", []))
     assert tenancy.allowed_secrets == tuple(values.get("operator", {}).get("allowedSecretNames", []))
+    assert tenancy.allowed_bootstrap_servers == tuple(values.get("operator", {}).get("allowedBootstrapServers", []))
     for pod in _pod_specs(objects).values():
         assert pod.get("imagePullSecrets", []) == secrets
     for job in find(objects, "CronJob"):

@@ -101,9 +101,13 @@ class InjectionConfig:
     """Patterns of further images `spec.sidecar.image` may name (domain.tenancy)."""
     allowed_secrets: tuple[str, ...] = ()
     """Patterns of the Secret names a ConsumerGroup may reference; none: any of its namespace."""
+    allowed_bootstrap_servers: tuple[str, ...] = ()
+    """Patterns of the brokers a ConsumerGroup may name; none: any."""
 
     def tenancy(self) -> Tenancy:
-        return Tenancy(self.sidecar_image, self.allowed_sidecar_images, self.allowed_secrets)
+        return Tenancy(
+            self.sidecar_image, self.allowed_sidecar_images, self.allowed_secrets, self.allowed_bootstrap_servers
+        )
 
     def __post_init__(self) -> None:
         for port in (self.beacon_port, self.health_port):

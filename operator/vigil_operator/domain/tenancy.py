@@ -4,7 +4,8 @@ Write access to a ConsumerGroup must not become "run any image" or "read any Sec
 operator injects the sidecar image a CR names into pods, mounts the Secrets it references into them, and reads
 those Secrets itself to reach the broker the CR names. An image other than the operator's own is allowed only by a
 pattern the platform team set (`--allowed-sidecar-image`); Secrets are always the CR's own namespace's, and, when
-the team names patterns (`--allowed-secret`), only those.
+the team names patterns (`--allowed-secret`), only those; and the brokers a CR may name are, when the team names
+patterns (`--allowed-bootstrap-server`), only those: a Secret goes to no broker the platform did not allow.
 """
 
 from collections.abc import Iterator
@@ -22,6 +23,9 @@ class Tenancy:
     """Shell-style patterns (`fnmatch`, case-sensitive) of further images `spec.sidecar.image` may name."""
     allowed_secrets: tuple[str, ...] = ()
     """Patterns of the Secret names a ConsumerGroup may reference; none: any Secret of its namespace."""
+    allowed_bootstrap_servers: tuple[str, ...] = ()
+    """Patterns of the `host:port` each of `spec.kafka.bootstrapServers` must match (host names compared in lower
+    case, as DNS does); none: any broker."""
 
 
 def refusals(spec: ConsumerGroupSpec, tenancy: Tenancy) -> list[str]:
@@ -36,7 +40,21 @@ def refusals(spec: ConsumerGroupSpec, tenancy: Tenancy) -> list[str]:
         for field, ref in secret_refs(spec):
             if not _matches(ref.name, tenancy.allowed_secrets):
                 out.append(f"{field}.name: Secret {ref.name!r} is not allowed (allowed: {patterns}; --allowed-secret)")
+    if tenancy.allowed_bootstrap_servers:
+        lowered = tuple(p.lower() for p in tenancy.allowed_bootstrap_servers)
+        refused = [s for s in bootstrap_servers(spec) if not _matches(s.lower(), lowered)]
+        if refused:
+            patterns = ", ".join(repr(p) for p in tenancy.allowed_bootstrap_servers)
+            out.append(
+                f"spec.kafka.bootstrapServers: {', '.join(map(repr, refused))} not allowed (allowed: {patterns};"
+                " --allowed-bootstrap-server)"
+            )
     return out
+
+
+def bootstrap_servers(spec: ConsumerGroupSpec) -> list[str]:
+    """The CR's brokers, one `host:port` each, as Kafka clients split the list (commas, blanks around them)."""
+    return [s.strip() for s in spec.kafka.bootstrap_servers.split(",") if s.strip()]
 
 
 def secret_refs(spec: ConsumerGroupSpec) -> Iterator[tuple[str, SecretKeyRef]]:

@@ -66,6 +66,41 @@ def test_any_secret_of_the_namespace_without_patterns_only_matching_ones_with_th
     assert refusals(spec(**SASL), Tenancy(OWN, allowed_secrets=("kafka-*",))) == []
 
 
+def kafka_at(servers: str) -> ConsumerGroupSpec:
+    raw = spec(**SASL).model_dump(by_alias=True, exclude_none=True)
+    raw["kafka"]["bootstrapServers"] = servers
+    return parse_spec(raw)
+
+
+# (bootstrapServers, patterns, the servers refused)
+BROKERS = [
+    ("evil.example:9092", (), []),  # no patterns: any broker
+    ("kafka-0.kafka.svc:9093", ("kafka-*.kafka.svc:9093",), []),
+    ("kafka-0.kafka.svc:9093,kafka-1.kafka.svc:9093", ("kafka-*.kafka.svc:9093",), []),
+    (" kafka-0.kafka.svc:9093 , kafka-1.kafka.svc:9093 ", ("kafka-*.kafka.svc:9093",), []),  # blanks as clients
+    ("KAFKA-0.Kafka.svc:9093", ("kafka-*.kafka.svc:9093",), []),  # host names in any case, as DNS
+    ("kafka-0.kafka.svc:9092", ("kafka-*.kafka.svc:9093",), ["kafka-0.kafka.svc:9092"]),  # another port
+    ("kafka-0.kafka.svc:9093,evil.example:9093", ("kafka-*.kafka.svc:9093",), ["evil.example:9093"]),  # one of two
+    ("kafka-0.kafka.svc.evil.example:9093", ("kafka-*.kafka.svc:9093",), ["kafka-0.kafka.svc.evil.example:9093"]),
+    ("b1:9093,b2:9093", ("b1:*", "b2:*"), []),
+]
+
+
+@pytest.mark.parametrize(("servers", "patterns", "refused"), BROKERS)
+def test_every_broker_a_cr_names_matches_an_allowed_pattern(
+    servers: str, patterns: tuple[str, ...], refused: list[str]
+) -> None:
+    found = refusals(kafka_at(servers), Tenancy(OWN, allowed_bootstrap_servers=patterns))
+    if not refused:
+        assert found == []
+        return
+    (line,) = found
+    assert line.startswith("spec.kafka.bootstrapServers: ")
+    assert all(repr(s) in line for s in refused)
+    assert "--allowed-bootstrap-server" in line
+    assert "\n" not in line
+
+
 def test_every_secret_reference_is_seen() -> None:
     mtls = {"securityProtocol": "SSL", "tls": {"caSecretRef": {"name": "a", "key": "k"},
                                               "certSecretRef": {"name": "b", "key": "k"},
@@ -105,3 +140,15 @@ def test_the_webhook_does_not_inject_what_the_allow_lists_refuse_and_says_why() 
     assert "spec.kafka.sasl.usernameSecretRef.name" in decision.warnings[0]
     allowed = InjectionConfig(operator_namespace="vigil-system", sidecar_image=OWN)
     assert inject(pod(), "shop", spec(**SASL), "orders", allowed, native_supported=True).injected
+
+
+def test_the_webhook_injects_no_sidecar_that_would_take_a_secret_to_a_broker_not_allowed() -> None:
+    cfg = InjectionConfig(
+        operator_namespace="vigil-system", sidecar_image=OWN, allowed_bootstrap_servers=("kafka-*.kafka.svc:9093",)
+    )
+    decision = inject(pod(), "shop", kafka_at("evil.example:9093"), "orders", cfg, native_supported=True)
+    assert (decision.allowed, decision.changes, decision.injected) == (True, {}, False)
+    (warning,) = decision.warnings
+    assert "spec.kafka.bootstrapServers" in warning
+    assert "'evil.example:9093'" in warning
+    assert inject(pod(), "shop", kafka_at("kafka-0.kafka.svc:9093"), "orders", cfg, native_supported=True).injected
