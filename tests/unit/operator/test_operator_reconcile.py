@@ -6,6 +6,7 @@ to pods by instance id or client.id == pod name and never by host), not copied f
 """
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -674,3 +675,17 @@ def test_reconcile_is_idempotent_on_its_own_output(previous: ConsumerGroupStatus
 
     assert notices == []
     assert again == status
+
+
+def test_a_kip848_group_on_a_coordinator_serving_only_classic_is_config_invalid_naming_why() -> None:
+    """Kafka 3.x: `group.protocol: consumer` cannot work; ConfigValid says so, naming the broker config."""
+    spec = make_spec({"groupProtocol": "consumer"})
+    classic_only = replace(LIMITS, protocols=("classic",), from_defaults=False)
+    empty = GroupView("orders", GroupState.DEAD, GroupType.CLASSIC, "", 1, ())
+    status, _ = reconcile(EMPTY, observe(facts(empty, limits=classic_only), PODS, spec=spec), NOW)
+    config = condition(status, ConditionType.CONFIG_VALID)
+    assert (config.status, config.reason) == ("False", "TimingsRejected")
+    assert config.message.startswith(f"{rules.PROTOCOLS}: group.protocol=consumer but")
+    served = replace(classic_only, protocols=("classic", "consumer"))
+    status, _ = reconcile(EMPTY, observe(facts(empty, limits=served), PODS, spec=spec), NOW)
+    assert rules.PROTOCOLS not in condition(status, ConditionType.CONFIG_VALID).message
