@@ -27,7 +27,8 @@ print(json.dumps({
     "vigil_dev": importlib.util.find_spec("vigil_dev") is not None,
     "testapps": importlib.util.find_spec("vigil_testapps") is not None,
     "shells": sorted(p for p in ("/bin/sh", "/bin/bash", "/bin/dash", "/usr/bin/perl") if os.path.exists(p)),
-    "on_path": sorted(s for s in ("sh", "bash", "dash", "perl", "pip", "pip3") if shutil.which(s)),
+    "on_path": sorted(s for s in ("sh", "bash", "dash", "perl", "pip", "pip3", "ls", "cat", "env", "login", "mount")
+                      if shutil.which(s)),
 }))
 """
 
@@ -54,7 +55,7 @@ def test_every_image_is_tagged_for_the_chart_and_within_its_size(built: dict[str
         manifest = json.loads(image.manifest.read_text())
         assert manifest["digest"] == image.digest
         assert "python3\t" in image.dpkg_list.read_text()
-    assert built["sidecar"].compressed_bytes <= 55_000_000
+    assert built["sidecar"].compressed_bytes <= 40_000_000  # issue #20: the layers in bench/RESULTS.md
 
 
 def test_the_same_inputs_give_the_same_digest(

@@ -257,6 +257,9 @@ def _ensure_base(base: spec.Base, key: str, *, root: Path, debian: DebianState, 
         done = subprocess.run(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0:
         raise ImageBuildError(f"images: mmdebstrap failed for base {base.name}: {_last_error(log)} (log: {log})")
+    if not base.keeps_shell:
+        dropped = _prune_to_runtime(rootfs, base)
+        progress(f"images: base {base.name}: {len(dropped)} packages outside the runtime dropped")
     dpkg = subprocess.run(plan.dpkg_list_argv(str(rootfs)), capture_output=True, text=True, check=False)
     if dpkg.returncode != 0:
         raise ImageBuildError(f"images: dpkg-query failed in base {base.name}: {dpkg.stderr.strip()[:200]}")
@@ -276,6 +279,53 @@ def _ensure_base(base: spec.Base, key: str, *, root: Path, debian: DebianState, 
     size = (final / "layer.tar").stat().st_size
     progress(f"images: base {base.name}: {size / 1e6:.0f} MB in {time.monotonic() - started:.0f}s")
     return final
+
+
+def _prune_to_runtime(rootfs: Path, base: spec.Base) -> list[str]:
+    """Remove the files of every package outside the base's runtime closure (plan.prunable) and their dpkg records,
+    then plan.RUNTIME_UNUSED. Done from the host, as dpkg cannot: it needs the coreutils it would remove."""
+    info = rootfs / "var/lib/dpkg/info"
+    status_file = rootfs / "var/lib/dpkg/status"
+    status = status_file.read_text()
+    dropped = plan.prunable(status, base)
+    kept = set(plan.installed_packages(status)) - set(dropped)
+
+    def records(pkg: str) -> list[Path]:
+        return sorted({*info.glob(f"{pkg}.*"), *info.glob(f"{pkg}:*.*")})
+
+    def listed(pkg: str) -> set[str]:
+        return {line for r in records(pkg) if r.suffix == ".list" for line in r.read_text().splitlines() if line}
+
+    still_owned = set().union(*(listed(pkg) for pkg in kept))
+    root = rootfs.resolve()
+    for pkg in dropped:
+        for name in sorted(listed(pkg) - still_owned):
+            path = Path(os.path.realpath(rootfs / name.lstrip("/").rsplit("/", 1)[0])) / name.rsplit("/", 1)[-1]
+            if not path.is_relative_to(root):
+                raise ImageBuildError(f"images: base {base.name}: {pkg} lists {name}, which leads out of the rootfs")
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+        for record in records(pkg):
+            record.unlink()
+    for relative in plan.RUNTIME_UNUSED:
+        shutil.rmtree(rootfs / relative, ignore_errors=True)
+    for directory in ("usr/bin", "usr/sbin", "etc/alternatives"):  # links to what was removed
+        for link in sorted((rootfs / directory).iterdir()):
+            if link.is_symlink() and _dangling(link, root):
+                link.unlink()
+    status_file.write_text(plan.status_without(status, dropped))
+    return dropped
+
+
+def _dangling(link: Path, root: Path) -> bool:
+    """Whether a symlink in the rootfs `root` leads nowhere, its absolute targets read inside the rootfs (never on
+    the build host)."""
+    for _ in range(16):
+        target = os.readlink(link)
+        link = root / target.lstrip("/") if target.startswith("/") else link.parent / target
+        if not link.is_symlink():
+            return not link.exists()
+    return True
 
 
 def _last_error(log: Path) -> str:

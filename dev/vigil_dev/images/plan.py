@@ -18,7 +18,7 @@ import hashlib
 import re
 import shlex
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -38,6 +38,12 @@ DPKG_EXCLUDES = (
 )
 #: Purged from shell-less bases after every maintainer script has run (they were only needed for those).
 SHELL_PACKAGES = ("bash", "perl-base", "debconf")
+#: What a shell-less base keeps besides its packages' runtime closure: the files the system is described by
+#: (/etc/passwd's base, os-release) and dpkg, whose status file is what image scanners read.
+RUNTIME_ROOTS = ("base-files", "base-passwd", "dpkg")
+#: Paths a shell-less base drops although a kept package ships them: glibc's iconv modules (CPython has its own
+#: codecs and never calls iconv), Python's `help()` topics. Relative to the rootfs.
+RUNTIME_UNUSED = ("usr/lib/x86_64-linux-gnu/gconv", "usr/lib/python3.11/pydoc_data")
 CHROOT_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 #: The image's /etc/hosts when nothing mounts one (Kubernetes does): loopback names only.
 HOSTS = "127.0.0.1\\tlocalhost\\n::1\\tlocalhost ip6-localhost ip6-loopback\\n"
@@ -358,3 +364,87 @@ def normalize_jks(data: bytes, epoch: int, password: str = JAVA_STOREPASS) -> by
         raise ValueError("JKS keystore: unexpected bytes after the entries")
     digest = hashlib.sha1(password.encode("utf-16-be") + b"Mighty Aphrodite" + bytes(out))  # noqa: S324 - JKS's own
     return bytes(out) + digest.digest()
+
+
+# -- the runtime closure of a shell-less base ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Installed:
+    """One installed package of a dpkg status file."""
+
+    name: str
+    depends: tuple[tuple[str, ...], ...]
+    """Depends and Pre-Depends: each a list of alternatives (names only; versions and architectures dropped)."""
+    provides: tuple[str, ...]
+    stanza: str
+
+
+def installed_packages(status: str) -> dict[str, Installed]:
+    """The installed packages of a dpkg status file, by name."""
+    out: dict[str, Installed] = {}
+    for stanza in status.strip("\n").split("\n\n"):
+        fields: dict[str, str] = {}
+        key = ""
+        for line in stanza.splitlines():
+            if line.startswith((" ", "\t")) and key:
+                fields[key] += " " + line.strip()
+            elif ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        if "Package" not in fields or fields.get("Status", "").rsplit(" ", 1)[-1] in _ABSENT:
+            continue
+        relations = ",".join(fields.get(f, "") for f in ("Pre-Depends", "Depends"))
+        depends = tuple(
+            names for alternatives in relations.split(",") if (names := tuple(_names(alternatives.split("|"))))
+        )
+        provides = tuple(_names(fields.get("Provides", "").split(",")))
+        out[fields["Package"]] = Installed(fields["Package"], depends, provides, stanza)
+    return out
+
+
+_ABSENT = {"not-installed", "config-files", ""}
+"""dpkg states whose files are not there; any other (installed, triggers-pending, ...) has them."""
+
+
+def _names(relations: Iterable[str]) -> Iterator[str]:
+    for relation in relations:
+        name = re.split(r"[\s(:]", relation.strip(), maxsplit=1)[0]
+        if name:
+            yield name
+
+
+def runtime_closure(packages: dict[str, Installed], roots: Iterable[str]) -> set[str]:
+    """`roots` and every package they need to run (Depends, Pre-Depends; an alternative or a virtual package by the
+    first installed package that satisfies it)."""
+    providers: dict[str, str] = {}
+    for pkg in sorted(packages):
+        for virtual in packages[pkg].provides:
+            providers.setdefault(virtual, pkg)
+    keep: set[str] = set()
+    todo = [r for r in roots if r in packages]
+    while todo:
+        name = todo.pop()
+        if name in keep:
+            continue
+        keep.add(name)
+        for alternatives in packages[name].depends:
+            found = next((a if a in packages else providers[a] for a in alternatives if a in packages or a in
+                          providers), None)  # fmt: skip
+            if found is not None:
+                todo.append(found)
+    return keep
+
+
+def prunable(status: str, base: spec.Base) -> list[str]:
+    """The packages a shell-less base drops: every installed one outside its packages' runtime closure (the
+    Essential set — coreutils, util-linux, login, PAM, ... — only ran the installation)."""
+    packages = installed_packages(status)
+    return sorted(set(packages) - runtime_closure(packages, (*base.packages, *RUNTIME_ROOTS)))
+
+
+def status_without(status: str, dropped: Iterable[str]) -> str:
+    """The dpkg status file with the `dropped` packages' stanzas removed (what scanners then read is what is there)."""
+    gone = set(dropped)
+    stanzas = [s for s in status.strip("\n").split("\n\n") if installed_packages(s).keys().isdisjoint(gone)]
+    return "\n\n".join(stanzas) + "\n"

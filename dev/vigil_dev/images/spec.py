@@ -29,7 +29,9 @@ class Base:
     packages: tuple[str, ...]
     keeps_shell: bool
     """False: bash, dash, perl-base and debconf are purged after the install (they only ran maintainer scripts);
-    the image then has no shell at all, so nothing in it can run `sh -c`."""
+    the image then has no shell at all, so nothing in it can run `sh -c`. The rest is then cut to what `packages`
+    need to run (`plan.prunable`: no coreutils, util-linux, PAM, ...): the distroless idea, from Debian's packages,
+    with the dpkg status file saying exactly what is left."""
     why: str
 
 

@@ -239,3 +239,75 @@ def test_a_build_directory_is_never_removed_through_a_mount(tmp_path: Path) -> N
 
     assert build.mounts_below(Path("/proc")) == ["/proc"]
     assert build.mounts_below(tmp_path) == []
+
+
+def _stanza(name: str, depends: str = "", *, status: str = "install ok installed", provides: str = "") -> str:
+    lines = [f"Package: {name}", f"Status: {status}", "Architecture: amd64"]
+    if provides:
+        lines.append(f"Provides: {provides}")
+    if depends:
+        lines.append(f"Depends: {depends}")
+    return "\n".join(lines)
+
+
+# A dpkg status file shaped like bookworm's essential variant plus python3 and ca-certificates
+STATUS = "\n\n".join([
+    _stanza("python3", "python3.11 (>= 3.11.2-1~), libpython3-stdlib (= 3.11.2-1+b1)"),
+    _stanza("python3.11", "libpython3.11-stdlib:amd64 (= 3.11.2-6), libc6 (>= 2.36)"),
+    _stanza("libpython3-stdlib", "libpython3.11-stdlib"),
+    _stanza("libpython3.11-stdlib", "libssl3 (>= 3.0.0), mailcap | media-types, libdb5.3"),
+    _stanza("media-types"),
+    _stanza("libssl3", "libc6 (>= 2.34)"),
+    _stanza("libdb5.3", "libc6"),
+    _stanza("libc6", "libgcc-s1"),
+    _stanza("libgcc-s1", "libc6 (>= 2.35)"),
+    _stanza("ca-certificates", "openssl (>= 1.1.1), debconf (>= 0.5) | debconf-2.0"),
+    _stanza("openssl", "libssl3 (>= 3.0.9), libc6"),
+    _stanza("mawk", provides="awk"),
+    _stanza("base-files", "awk"),  # a virtual package, by its provider
+    _stanza("base-passwd", "libc6"),
+    _stanza("dpkg", "tar (>= 1.28-1), libc6"),
+    _stanza("tar", "libc6"),
+    _stanza("coreutils", "libc6"),
+    _stanza("util-linux", "libsystemd0, libpam0g"),
+    _stanza("libsystemd0", "libc6"),
+    _stanza("libpam0g", "libc6"),
+    _stanza("debianutils", status="install ok triggers-pending"),
+    _stanza("bash", status="deinstall ok config-files"),  # purged before: gone, its stanza left as dpkg leaves it
+])  # fmt: skip
+
+
+def test_a_shell_less_base_keeps_exactly_its_packages_runtime_closure() -> None:
+    assert plan.prunable(STATUS, spec.PYTHON_BASE) == [
+        "coreutils",
+        "debianutils",
+        "libpam0g",
+        "libsystemd0",
+        "util-linux",
+    ]
+    packages = plan.installed_packages(STATUS)
+    assert "bash" not in packages  # config-files: its files are gone already
+    assert packages["python3.11"].depends == (("libpython3.11-stdlib",), ("libc6",))
+    assert packages["libpython3.11-stdlib"].depends[1] == ("mailcap", "media-types")
+
+
+def test_the_status_file_keeps_only_what_is_there() -> None:
+    dropped = plan.prunable(STATUS, spec.PYTHON_BASE)
+    left = plan.status_without(STATUS, dropped)
+    assert set(plan.installed_packages(left)) == set(plan.installed_packages(STATUS)) - set(dropped)
+    assert "Package: bash" in left  # not installed: dpkg's own record of the purge stays
+    assert left.endswith("\n")
+    assert plan.status_without(left, dropped) == left
+
+
+def test_nothing_a_kept_package_needs_is_ever_dropped() -> None:
+    packages = plan.installed_packages(STATUS)
+    dropped = set(plan.prunable(STATUS, spec.PYTHON_BASE))
+    for name in set(packages) - dropped:
+        for alternatives in packages[name].depends:
+            satisfied = [a for a in alternatives if a in packages or any(a in p.provides for p in packages.values())]
+            assert not satisfied or any(
+                a not in dropped
+                and (a in packages or any(a in packages[p].provides for p in packages if p not in dropped))
+                for a in satisfied
+            ), (name, alternatives)
