@@ -131,6 +131,7 @@ demo: setup
 bench: setup
 	$(BIN)/python bench/stall_takeover.py
 	$(BIN)/python bench/sidecar_footprint.py --seconds 60
+	$(BIN)/python bench/image_layers.py
 	$(BIN)/python bench/operator_scale.py --groups 200 --resync-seconds 30
 	$(BIN)/python bench/rollout.py --replicas 4 8
 	$(BIN)/python bench/decode_throughput.py
