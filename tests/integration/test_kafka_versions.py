@@ -62,7 +62,7 @@ def test_the_coordinator_s_protocols_are_read_from_the_broker(client: GroupClien
     assert ("consumer" in protocols) is SERVES_KIP848
 
 
-@pytest.mark.skipif(SERVES_KIP848, reason="a 4.0+ broker removes KIP-848 members (test_group_client covers it)")
+@pytest.mark.kafka_before("4.0")  # a 4.0+ broker removes KIP-848 members: test_group_client covers it
 def test_a_kip848_removal_on_a_broker_without_it_is_refused_before_any_request(
     kafka: KafkaCluster, client: GroupClient
 ) -> None:
@@ -85,7 +85,7 @@ def test_a_kip848_removal_on_a_broker_without_it_is_refused_before_any_request(
         member.close()
 
 
-@pytest.mark.skipif(SERVES_KIP848, reason="a 4.0+ coordinator serves the consumer protocol: nothing to say")
+@pytest.mark.kafka_before("4.0")  # a 4.0+ coordinator serves the consumer protocol: nothing to say
 def test_a_kip848_sidecar_on_a_classic_only_broker_says_so_in_one_line(
     kafka: KafkaCluster, sidecars: Callable[..., RunningSidecar]
 ) -> None:

@@ -56,6 +56,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "kafka_min(version): needs at least that broker release; deselected, and counted, on an older one"
     )
+    config.addinivalue_line(
+        "markers", "kafka_before(version): about a broker older than that release; deselected, and counted, on others"
+    )
 
 
 def pytest_report_header() -> str:
@@ -66,23 +69,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Deselect, never skip silently: the terminal summary names how many tests the run's broker cannot serve."""
     running = _release(run_kafka_version())
     keep: list[pytest.Item] = []
-    older: list[pytest.Item] = []
+    other: list[pytest.Item] = []
     for item in items:
-        marker = item.get_closest_marker("kafka_min")
-        (older if marker is not None and running < _release(str(marker.args[0])) else keep).append(item)
-    if older:
-        config.hook.pytest_deselected(items=older)
+        at_least = item.get_closest_marker("kafka_min")
+        before = item.get_closest_marker("kafka_before")
+        unfit = (at_least is not None and running < _release(str(at_least.args[0]))) or (
+            before is not None and running >= _release(str(before.args[0]))
+        )
+        (other if unfit else keep).append(item)
+    if other:
+        config.hook.pytest_deselected(items=other)
         items[:] = keep
-        config.stash[_OLDER] = len(older)
+        config.stash[_OTHER] = len(other)
 
 
-_OLDER = pytest.StashKey[int]()
+_OTHER = pytest.StashKey[int]()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    if config.stash.get(_OLDER, 0):
+    if config.stash.get(_OTHER, 0):
         terminalreporter.write_line(
-            f"kafka {run_kafka_version()}: {config.stash[_OLDER]} test(s) marked kafka_min deselected (newer broker)"
+            f"kafka {run_kafka_version()}: {config.stash[_OTHER]} test(s) for other releases deselected"
+            " (kafka_min, kafka_before)"
         )
 
 
