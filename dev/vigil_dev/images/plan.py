@@ -215,9 +215,9 @@ BASE_EXCLUDES = (
 def venv_argv(rootfs: str, epoch: int) -> list[str]:
     """A venv without pip: `--without-pip` skips ensurepip, so pip never lands in the image."""
     return [
+        *_env_argv(clean_env(epoch)),  # the host's env: a shell-less base has none (no coreutils)
         "chroot",
         rootfs,
-        *_env_argv(clean_env(epoch)),
         "/usr/bin/python3",
         "-m",
         "venv",
@@ -229,9 +229,9 @@ def venv_argv(rootfs: str, epoch: int) -> list[str]:
 def pip_install_argv(rootfs: str, epoch: int, pip_wheel: str, requirements: str) -> list[str]:
     """pip run from its wheel (zipimport) by the venv's python: installs into the venv, offline, hashes required."""
     return [
+        *_env_argv(clean_env(epoch, HOME="/nonexistent")),
         "chroot",
         rootfs,
-        *_env_argv(clean_env(epoch, HOME="/nonexistent")),
         f"{spec.VENV}/bin/python",
         f"/wh/{pip_wheel}/pip",
         "install",
@@ -250,9 +250,9 @@ def pip_install_argv(rootfs: str, epoch: int, pip_wheel: str, requirements: str)
 
 def compile_argv(rootfs: str, epoch: int) -> list[str]:
     return [
+        *_env_argv(clean_env(epoch)),
         "chroot",
         rootfs,
-        *_env_argv(clean_env(epoch)),
         f"{spec.VENV}/bin/python",
         "-m",
         "compileall",

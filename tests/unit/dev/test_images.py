@@ -106,7 +106,9 @@ def test_pip_runs_from_its_wheel_offline_with_hashes_and_a_clean_environment() -
     venv = plan.venv_argv("/r", EPOCH)
     assert "--without-pip" in venv
     pip = plan.pip_install_argv("/r", EPOCH, "pip-26.3-py3-none-any.whl", "install.txt")
-    assert pip[:4] == ["chroot", "/r", "env", "-i"]
+    assert pip[:2] == ["env", "-i"]  # the host's: a shell-less base has no `env` (no coreutils)
+    assert pip[pip.index("chroot") + 1] == "/r"
+    assert all(argv[0] == "env" for argv in (venv, plan.compile_argv("/r", EPOCH)))
     assert "/wh/pip-26.3-py3-none-any.whl/pip" in pip
     for flag in ("--no-index", "--find-links=/wh", "--require-hashes", "--no-compile", "--no-cache-dir"):
         assert flag in pip
