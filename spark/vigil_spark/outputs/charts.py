@@ -110,7 +110,8 @@ def timeline(rebalances: Sequence[Row], groups: Sequence[str], *, width: int = 7
 def group_timeline(rows: Sequence[Row], *, width: int = 720, height: int = 150) -> str:
     """One group's rebalances as marks coloured by cause (above the axis), its member count after each as a step
     line; a legend of the causes shown."""
-    marks = sorted((t, r) for r in rows if (t := when(r)) is not None and not r.get("gap"))
+    # by time alone: two rebalances at the same instant must not compare their rows (dicts do not order)
+    marks = sorted(((t, r) for r in rows if (t := when(r)) is not None and not r.get("gap")), key=lambda tr: tr[0])
     title = "Rebalances and members over time"
     if not marks:
         return empty(title)

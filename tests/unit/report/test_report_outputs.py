@@ -166,6 +166,13 @@ def test_a_group_timeline_marks_each_rebalance_by_cause_and_steps_the_members() 
     assert charts.group_timeline([]).count("nothing to show") == 1
 
 
+def test_two_rebalances_at_the_same_instant_are_both_marked() -> None:
+    """Seen in the e2e report job on Kafka 4.4: two of a group's rebalances at one instant failed the page (rows compared)."""
+    rows = [{**rb("orders", 1, cause=c), "members_before": 1, "members_after": 2} for c in ("joined", "left")]
+    figure = charts.group_timeline(rows)
+    assert len(re.findall(r'opacity="0.6"><title>', figure)) == 2
+
+
 def test_what_vigil_prevented_is_summed_from_the_model_rows() -> None:
     saves = [
         {"cluster": "c", "group": "orders", "kind": "bridged-restart", "at": NOW - timedelta(hours=2), "pod": "o-1",
