@@ -167,7 +167,8 @@ def test_a_group_timeline_marks_each_rebalance_by_cause_and_steps_the_members() 
 
 
 def test_two_rebalances_at_the_same_instant_are_both_marked() -> None:
-    """Seen in the e2e report job on Kafka 4.4: two of a group's rebalances at one instant failed the page (rows compared)."""
+    """Seen in the e2e report job on Kafka 4.4: two of a group's rebalances at one instant failed the page (their
+    rows were compared)."""
     rows = [{**rb("orders", 1, cause=c), "members_before": 1, "members_after": 2} for c in ("joined", "left")]
     figure = charts.group_timeline(rows)
     assert len(re.findall(r'opacity="0.6"><title>', figure)) == 2
