@@ -131,7 +131,7 @@ class Offsets:
 
 @dataclass(frozen=True)
 class GroupConfigs:
-    """One GROUP resource's DescribeConfigs answer: config name -> (value, is the broker's default)."""
+    """One GROUP resource's DescribeConfigs answer: config name -> (value, not set on the group itself)."""
 
     code: int
     values: Mapping[str, tuple[str | None, bool]] = field(default_factory=dict)

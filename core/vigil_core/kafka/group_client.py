@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     OffsetSpec,
     ResourceType,
 )
@@ -307,7 +308,9 @@ class GroupClient:
             lambda: self._admin.describe_configs([resource], request_timeout=self._timeout)[resource],
         )  # fmt: skip
 
-        return model.group_timings({name: (entry.value, bool(entry.is_default)) for name, entry in configs.items()})
+        return model.group_timings(
+            {name: (entry.value, _source(entry) != model.GROUP_CONFIG_SOURCE) for name, entry in configs.items()}
+        )
 
     def set_group_session(self, group_id: str, session_ms: int | None) -> None:
         """Set the KIP-848 group's `consumer.session.timeout.ms` (None: remove the override, back to the broker's
@@ -483,6 +486,12 @@ def _leave_identity(member_id: str, instance_id: str | None, reason: str) -> "wi
 
 def _retry(outcome: Outcome) -> bool:
     return outcome.reaction in (Reaction.REDISCOVER_COORDINATOR, Reaction.RETRY_BACKOFF)
+
+
+def _source(entry: ConfigEntry) -> int:
+    """The entry's ConfigSource as Kafka numbers it (confluent-kafka 2.16 gives an int, typed as its enum)."""
+    source: object = entry.source
+    return int(source.value) if isinstance(source, ConfigSource) else int(str(source))
 
 
 def _protocols(entry: ConfigEntry | None) -> tuple[str, ...] | None:

@@ -13,6 +13,9 @@ from typing import TypeVar
 from vigil_core.rules import BrokerLimits
 
 GROUP_SESSION_CONFIG = "consumer.session.timeout.ms"
+GROUP_CONFIG_SOURCE = 8
+"""DescribeConfigs' ConfigSource.GROUP_CONFIG: a value set on the group itself. Nothing else is the group's own: 4.1
+reports the broker's value as DEFAULT_CONFIG, 4.4 as STATIC_BROKER_CONFIG when server.properties sets it."""
 GROUP_HEARTBEAT_CONFIG = "consumer.heartbeat.interval.ms"
 
 
@@ -137,7 +140,8 @@ class GroupTimings:
 
 
 def group_timings(configs: Mapping[str, tuple[str | None, bool]]) -> GroupTimings:
-    """A KIP-848 group's timings from the DescribeConfigs answer for it (config name -> (value, is the default)):
+    """A KIP-848 group's timings from the DescribeConfigs answer for it (config name -> (value, not the group's own:
+    any source but GROUP_CONFIG_SOURCE)):
     its own configs, else the broker's (a 4.x broker answers those as the group's defaults), else Kafka's default
     for a config absent from the answer (an older broker). One reading for every client of the answer."""
     kafka = BrokerLimits()

@@ -37,7 +37,13 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from vigil_core.kafka import census_plan as plan
 from vigil_core.kafka import messages
 from vigil_core.kafka.census_plan import Batch, Description, Failure, GroupConfigs, Leaders, Listing, Offsets
-from vigil_core.kafka.model import GROUP_HEARTBEAT_CONFIG, GROUP_SESSION_CONFIG, MemberView, TopicPartitionRef
+from vigil_core.kafka.model import (
+    GROUP_CONFIG_SOURCE,
+    GROUP_HEARTBEAT_CONFIG,
+    GROUP_SESSION_CONFIG,
+    MemberView,
+    TopicPartitionRef,
+)
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, code_of
 from vigil_core.kafka.security import KafkaConnection
 
@@ -293,8 +299,6 @@ reads a connection's requests one at a time anyway, so more would gain nothing."
 _UNSUPPORTED_VERSION: Final = code_of("UNSUPPORTED_VERSION")
 _GROUP_RESOURCE: Final = 32
 """ConfigResource.Type.GROUP (Kafka 4.0+)."""
-_DEFAULT_CONFIG: Final = 5
-"""DescribeConfigs' ConfigSource.DEFAULT_CONFIG: librdkafka's `is_default` is exactly this source."""
 _LATEST: Final = -1
 _READ_COMMITTED: Final = 1
 _CONSUMER_PROTOCOL: Final = "consumer"
@@ -576,7 +580,7 @@ def _group_configs(response: Any) -> dict[str, GroupConfigs]:
     return {
         str(r.resource_name): GroupConfigs(
             int(r.error_code),
-            {str(c.name): (c.value, c.config_source == _DEFAULT_CONFIG) for c in r.configs or ()},
+            {str(c.name): (c.value, c.config_source != GROUP_CONFIG_SOURCE) for c in r.configs or ()},
             str(r.error_message or ""),
         )
         for r in response.results
