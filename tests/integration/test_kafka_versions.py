@@ -15,14 +15,14 @@ from vigil_core.kafka.outcomes import Reaction
 from vigil_core.rules import PROTOCOLS
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
-from vigil_dev.testing.fixtures import run_kafka_version
+from vigil_dev.testing.fixtures import release, run_kafka_version
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import wait_for
 from vigil_sidecar.client import Consumer as BeaconingConsumer
 
 pytestmark = pytest.mark.integration
 
-SERVES_KIP848 = tuple(int(p) for p in run_kafka_version().split(".")) >= (4, 0)
+SERVES_KIP848 = release(run_kafka_version()) >= (4, 0)
 
 
 @pytest.fixture

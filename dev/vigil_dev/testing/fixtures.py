@@ -48,7 +48,7 @@ def run_kafka_version() -> str:
         raise pytest.UsageError(f"${KAFKA_VERSION_ENV}: {exc}") from None
 
 
-def _release(version: str) -> tuple[int, ...]:
+def release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
@@ -67,14 +67,14 @@ def pytest_report_header() -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect, never skip silently: the terminal summary names how many tests the run's broker cannot serve."""
-    running = _release(run_kafka_version())
+    running = release(run_kafka_version())
     keep: list[pytest.Item] = []
     other: list[pytest.Item] = []
     for item in items:
         at_least = item.get_closest_marker("kafka_min")
         before = item.get_closest_marker("kafka_before")
-        unfit = (at_least is not None and running < _release(str(at_least.args[0]))) or (
-            before is not None and running >= _release(str(before.args[0]))
+        unfit = (at_least is not None and running < release(str(at_least.args[0]))) or (
+            before is not None and running >= release(str(before.args[0]))
         )
         (other if unfit else keep).append(item)
     if other:
