@@ -4,6 +4,10 @@ mode needs oscrypto, broken on OpenSSL 3) and the dev stack's (Kafka TLS, the Ku
 One module so every part signs the same way: EC P-256 keys, SHA-256, valid from 5 minutes ago for 30 days
 (a dev stack lives hours; the operator makes new material at each start — a long-lived production webhook
 gets its certificate from the chart or cert-manager instead).
+
+Every certificate names its key (SubjectKeyIdentifier) and every leaf its issuer's key (AuthorityKeyIdentifier):
+during a rotation the trust bundle holds an old and a new CA of one name, and OpenSSL, choosing an issuer by name
+alone, would check the new leaf against the old CA's key and fail it.
 """
 
 import datetime
@@ -90,8 +94,10 @@ def issue(
     subject = x509.Name([*attrs, x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     key = new_key()
     validity = min(validity, ca.cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC))  # never past its CA
-    builder = _builder(subject, ca.cert.subject, key, validity).add_extension(
-        x509.BasicConstraints(ca=False, path_length=None), critical=True
+    builder = (
+        _builder(subject, ca.cert.subject, key, validity)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
     )
     if hosts:
         builder = builder.add_extension(x509.SubjectAlternativeName([_general_name(h) for h in hosts]), critical=False)
@@ -134,6 +140,7 @@ def _builder(
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + validity)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
     )
 
 

@@ -95,3 +95,29 @@ def test_load_round_trip(tmp_path: Path) -> None:
     again = pki.load(tmp_path / "ca.crt", tmp_path / "ca.key")
     assert again.cert == ca.cert
     assert again.key_pem() == ca.key_pem()
+
+
+def handshake(bundle: bytes, leaf: pki.Issued, host: str, tmp_path: Path) -> None:
+    """One TLS handshake in memory: OpenSSL's own chain building, as an OpenSSL-based client runs it."""
+    client = ssl.create_default_context(cadata=bundle.decode())
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(*leaf.write(tmp_path / "tls.crt", tmp_path / "tls.key"))
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    theirs = server.wrap_bio(to_server, to_client, server_side=True)
+    ours = client.wrap_bio(to_client, to_server, server_hostname=host)
+    for _ in range(4):  # a TLS 1.3 handshake takes two flights each way
+        for side in (ours, theirs):
+            try:
+                side.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+    ours.do_handshake()  # raises SSLCertVerificationError if the chain does not verify
+
+
+def test_a_rotation_bundle_of_two_cas_of_one_name_verifies_either_leaf(tmp_path: Path) -> None:
+    # A rotation publishes the old and the new CA together; both carry the webhook CA's name. Without key
+    # identifiers OpenSSL picks the issuer by name alone and fails the new leaf on the old CA's key.
+    old, new = pki.new_ca("vigil-webhook-ca"), pki.new_ca("vigil-webhook-ca")
+    for bundle in (old.cert_pem() + new.cert_pem(), new.cert_pem() + old.cert_pem()):
+        for ca in (old, new):
+            handshake(bundle, pki.issue(ca, "svc", hosts=["svc.ns.svc"], server=True), "svc.ns.svc", tmp_path)
