@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 from vigil_core.errors import ConfigError
 from vigil_core.events import EVENTS_TOPIC_DEFAULT
 from vigil_core.kafka.security import KafkaConnection
+from vigil_spark.location import Location
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -75,9 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out",
         required=True,
-        type=Path,
+        type=_location,
         metavar="DIR",
-        help="output directory: tables/ (ingested history), the model's tables and the report",
+        help="output directory, a path or any Hadoop-compatible URI (hdfs://, s3a://, ...; a path without a scheme is"
+        " on the cluster's default filesystem): tables/ (ingested history), the model's tables and the report",
     )
     p.add_argument(
         "--cluster",
@@ -96,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--checkpoint",
-        type=Path,
+        type=_location,
         default=None,
         metavar="DIR",
         help="streaming checkpoints: what was already ingested (default: <out>/checkpoints)",
@@ -171,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="print the traceback of a failure")
     return p
+
+
+def _location(value: str) -> Location:
+    try:
+        return Location.of(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 _SECRET: Final = re.compile(r'(password=)("(?:[^"\\]|\\.)*"|\S+)', re.IGNORECASE)
@@ -255,7 +264,7 @@ def _start_spark(args: argparse.Namespace, env: Mapping[str, str]) -> tuple["Spa
     return spark, existing is None
 
 
-def _broker_logs(spark: "SparkSession", args: argparse.Namespace, tables_dir: Path) -> None:
+def _broker_logs(spark: "SparkSession", args: argparse.Namespace, tables_dir: Location) -> None:
     """The broker logs the globs match, parsed into tables_dir/broker_log (replaced: the files are the history)."""
     from vigil_spark.parse import broker_log  # noqa: PLC0415 - keeps pyspark out of `--help`
     from vigil_spark.sources import broker_logs  # noqa: PLC0415
@@ -277,7 +286,7 @@ def _broker_logs(spark: "SparkSession", args: argparse.Namespace, tables_dir: Pa
         f" {time.monotonic() - started:.1f}s")  # fmt: skip
 
 
-def _model(spark: "SparkSession", args: argparse.Namespace, tables_dir: Path) -> "Summaries | None":
+def _model(spark: "SparkSession", args: argparse.Namespace, tables_dir: Location) -> "Summaries | None":
     """The model and outputs; the summaries and their report time (None when there is no model)."""
     if args.ingest_only:
         say("model: skipped (--ingest-only)")
@@ -297,13 +306,14 @@ def _model(spark: "SparkSession", args: argparse.Namespace, tables_dir: Path) ->
     return None
 
 
-def _outputs(spark: "SparkSession", out: Path) -> "Summaries":
-    """report.html and summary.json beside the model, and the short summary on stdout."""
+def _outputs(spark: "SparkSession", out: Location) -> "Summaries":
+    """report.html and summary.json beside the model (through the same filesystem layer as Spark's files), and the
+    short summary on stdout."""
     from vigil_spark.outputs import html, summary  # noqa: PLC0415 - keeps pyspark out of `--help`
 
     def rows(name: str) -> list[dict[str, Any]]:
         where = out / "model" / name / "parquet"
-        if not where.is_dir():
+        if not where.exists(spark):
             return []
         return [{k: _aware(v) for k, v in r.asDict().items()} for r in spark.read.parquet(str(where)).collect()]
 
@@ -311,8 +321,8 @@ def _outputs(spark: "SparkSession", out: Path) -> "Summaries":
     rebalances, members, stalls = rows("rebalances"), rows("members"), rows("stalls")
     summaries = summary.summarize(rebalances, now)
     page = html.render(now, summaries, rebalances, members, stalls, prevented=rows("prevented"))
-    (out / "report.html").write_text(page)
-    (out / "summary.json").write_text(json.dumps(summary.as_json(summaries, now), indent=2, default=str) + "\n")
+    (out / "report.html").write_text(spark, page)
+    (out / "summary.json").write_text(spark, json.dumps(summary.as_json(summaries, now), indent=2, default=str) + "\n")
     print(summary.text(summaries, now), flush=True)
     say(f"report: {out / 'report.html'}, {out / 'summary.json'} ({len(summaries)} group(s))")
     return summaries, now
@@ -411,12 +421,12 @@ def _spark_stages(
     from vigil_spark import tables  # noqa: PLC0415 - keeps pyspark out of `--help`
     from vigil_spark.ingest import stream  # noqa: PLC0415
 
-    out: Path = args.out
+    out: Location = args.out
     tables_dir = out / "tables"
-    checkpoints: Path = args.checkpoint or out / "checkpoints"
+    checkpoints: Location = args.checkpoint or out / "checkpoints"
     spark, owned = _start_spark(args, env)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out.mkdirs(spark)
         if offsets_partitions:
             stage = stream.ingest_offsets(
                 spark, conn, partitions=offsets_partitions, tables_dir=tables_dir, checkpoints=checkpoints,

@@ -26,6 +26,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from vigil_spark.location import Location
+
 #: The partition column every table has on disk (not part of the contract's columns).
 BATCH_COLUMN: Final = "ingest_batch"
 
@@ -143,17 +145,17 @@ SCHEMAS: Final[dict[str, StructType]] = {
 }
 
 
-def path(tables_dir: Path, name: str) -> Path:
+def path(tables_dir: Location | Path, name: str) -> Location:
     """Where table `name` lives under `<out>/tables`."""
     if name not in SCHEMAS:
         raise KeyError(f"no ingested table {name!r} (known: {', '.join(SCHEMAS)})")
-    return tables_dir / name
+    return Location.of(tables_dir) / name
 
 
-def read(spark: SparkSession, tables_dir: Path, name: str) -> DataFrame:
+def read(spark: SparkSession, tables_dir: Location | Path, name: str) -> DataFrame:
     """Table `name` with exactly its contract columns (an empty frame when nothing was ingested yet)."""
     schema = SCHEMAS[name]
     where = path(tables_dir, name)
-    if not any(where.glob(f"{BATCH_COLUMN}=*/*.parquet")):
+    if not where.has_parquet(spark):
         return spark.createDataFrame([], schema)
     return spark.read.schema(schema).parquet(str(where)).select(*schema.fieldNames())

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from vigil_core.kafka.security import KafkaConnection
 from vigil_spark import tables
 from vigil_spark.ingest import events, offsets
+from vigil_spark.location import Location
 from vigil_spark.sources import kafka
 
 #: Tables each source feeds, in the order they are written.
@@ -56,12 +57,12 @@ def batch_tag(cluster: str, topic: str, batch_id: int) -> str:
     return f"{cluster}.{topic}.{batch_id:010d}"
 
 
-def checkpoint_dir(checkpoints: Path, cluster: str, topic: str) -> Path:
+def checkpoint_dir(checkpoints: Location | Path, cluster: str, topic: str) -> Location:
     """Where the query for `topic` of `cluster` keeps its offsets (one checkpoint per cluster and topic)."""
-    return checkpoints / cluster / topic
+    return Location.of(checkpoints) / cluster / topic
 
 
-def write_batch(frames: dict[str, DataFrame], tables_dir: Path, tag: str) -> dict[str, int]:
+def write_batch(frames: dict[str, DataFrame], tables_dir: Location | Path, tag: str) -> dict[str, int]:
     """Write each table's rows of one micro-batch into its `ingest_batch=<tag>` partition; rows per table."""
     added: dict[str, int] = {}
     for name, frame in frames.items():
@@ -86,8 +87,8 @@ def run_source(
     partitions: list[int],
     split: Splitter,
     table_names: tuple[str, ...],
-    tables_dir: Path,
-    checkpoints: Path,
+    tables_dir: Location | Path,
+    checkpoints: Location | Path,
     cluster: str,
     group_id: str | None = None,
     max_records_per_batch: int | None = None,
@@ -167,8 +168,8 @@ def ingest_offsets(
     conn: KafkaConnection,
     *,
     partitions: list[int],
-    tables_dir: Path,
-    checkpoints: Path,
+    tables_dir: Location | Path,
+    checkpoints: Location | Path,
     cluster: str,
     group_id: str | None = None,
     max_records_per_batch: int | None = None,
@@ -200,8 +201,8 @@ def ingest_events(
     *,
     topic: str,
     partitions: list[int],
-    tables_dir: Path,
-    checkpoints: Path,
+    tables_dir: Location | Path,
+    checkpoints: Location | Path,
     cluster: str,
     group_id: str | None = None,
     max_records_per_batch: int | None = None,

@@ -20,6 +20,7 @@ from typing import Final
 from pyspark.sql import DataFrame, SparkSession
 
 from vigil_spark import tables
+from vigil_spark.location import Location
 from vigil_spark.model import daily, members, prevented, rebalances, stalls
 from vigil_spark.sources import broker_logs
 
@@ -27,10 +28,10 @@ from vigil_spark.sources import broker_logs
 TABLES: Final = ("rebalances", "members", "stalls", "daily", "prevented")
 
 
-def read_broker_log(spark: SparkSession, tables_dir: Path) -> DataFrame:
+def read_broker_log(spark: SparkSession, tables_dir: Location | Path) -> DataFrame:
     """`tables_dir/broker_log` (Parquet, any partitioning) with exactly its columns; empty when absent."""
-    where = tables_dir / "broker_log"
-    if not where.is_dir() or not any(where.rglob("*.parquet")):
+    where = Location.of(tables_dir) / "broker_log"
+    if not where.has_parquet(spark):
         return spark.createDataFrame([], broker_logs.SCHEMA)
     return spark.read.schema(broker_logs.SCHEMA).parquet(str(where)).select(*broker_logs.SCHEMA.fieldNames())
 
@@ -62,7 +63,7 @@ def compute(
     }
 
 
-def build(spark: SparkSession, tables_dir: Path, out_dir: Path) -> None:
+def build(spark: SparkSession, tables_dir: Location | Path, out_dir: Location | Path) -> None:
     """Read the ingested tables, compute the model, write each table as Parquet and JSON under out_dir/model."""
     frames = compute(
         tables.read(spark, tables_dir, "group_metadata"),
@@ -72,7 +73,7 @@ def build(spark: SparkSession, tables_dir: Path, out_dir: Path) -> None:
     )
     for name in TABLES:
         frame = frames[name].cache()
-        target = out_dir / "model" / name
+        target = Location.of(out_dir) / "model" / name
         frame.write.mode("overwrite").parquet(str(target / "parquet"))
         frame.coalesce(1).write.mode("overwrite").json(str(target / "json"))
         frame.unpersist()

@@ -10,6 +10,7 @@ import pytest
 from vigil_cli import cli as core_cli
 from vigil_spark import cli
 from vigil_spark.ingest import stream
+from vigil_spark.location import Location
 
 
 def closed_port() -> int:
@@ -102,7 +103,8 @@ def test_progress_lines_name_the_topic_the_count_and_each_table() -> None:
 
 def test_batch_partitions_and_checkpoints_are_per_cluster_and_topic(tmp_path: Path) -> None:
     assert stream.batch_tag("prod-eu", "__consumer_offsets", 7) == "prod-eu.__consumer_offsets.0000000007"
-    assert stream.checkpoint_dir(tmp_path, "prod-eu", "vigil.events") == tmp_path / "prod-eu" / "vigil.events"
+    expected = Location.of(tmp_path / "prod-eu" / "vigil.events")
+    assert stream.checkpoint_dir(tmp_path, "prod-eu", "vigil.events") == expected
 
 
 def test_secrets_in_spark_errors_are_masked() -> None:
