@@ -10,7 +10,9 @@ import gc
 import importlib
 import logging
 import os
+import ssl
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,12 +41,40 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def preflight(settings: OperatorSettings) -> str | None:
+    """The files the settings name, tried before kopf starts: a state dir the operator cannot write, or a certificate
+    it cannot load, would otherwise fail inside kopf's startup, which retries it forever with a traceback."""
+    try:
+        settings.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with tempfile.TemporaryFile(dir=settings.state_dir):
+            pass
+    except OSError as exc:
+        return f"--state-dir: cannot write {settings.state_dir}: {exc.strerror or exc}"
+    if settings.webhook and settings.webhook_cert is not None:
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                settings.webhook_cert, settings.webhook_key
+            )
+        except (OSError, ssl.SSLError) as exc:
+            return (f"--webhook-cert/--webhook-key: cannot load {settings.webhook_cert} with "
+                    f"{settings.webhook_key or 'the key in it'}: {first_line(exc)}")  # fmt: skip
+    if settings.webhook and settings.webhook_ca is not None:
+        try:
+            ssl.create_default_context(cafile=settings.webhook_ca)
+        except (OSError, ssl.SSLError) as exc:
+            return f"--webhook-ca: cannot load {settings.webhook_ca} as PEM certificates: {first_line(exc)}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = operator_settings.from_flags(vars(args))
     except ConfigError as exc:
         print(f"vigil operator: {exc}", file=sys.stderr)
+        return 2
+    if (problem := preflight(settings)) is not None:
+        print(f"vigil operator: {problem}", file=sys.stderr)
         return 2
     operator_settings.use(settings)
     if args.kubeconfig:

@@ -30,7 +30,11 @@ async def connection_for(kafka: Kafka, namespace: str, api: KubeApi, secrets_dir
     username: str | None = None
     if sasl is not None:
         ref = sasl.username_secret_ref
-        username = sasl.username if ref is None else (await api.secret_value(namespace, ref.name, ref.key)).decode()
+        if ref is None:
+            username = sasl.username
+        else:
+            data = await api.secret_value(namespace, ref.name, ref.key)
+            username = _username(data, f"Secret {namespace}/{ref.name} key {ref.key}")
     return KafkaConnection(
         bootstrap_servers=kafka.bootstrap_servers,
         security_protocol=kafka.security_protocol,
@@ -42,3 +46,14 @@ async def connection_for(kafka: Kafka, namespace: str, api: KubeApi, secrets_dir
         ssl_key_file=await file_of(tls.key_secret_ref if tls else None),
         ssl_check_hostname=tls.check_hostname if tls else True,
     )
+
+
+def _username(data: bytes, source: str) -> str:
+    """A SASL user name from a Secret; ValueError naming the field and the Secret when it cannot be one."""
+    try:
+        name = data.decode()
+    except UnicodeDecodeError:
+        raise ValueError(f"spec.kafka.sasl.usernameSecretRef: {source} is not UTF-8 text") from None
+    if not name.strip():
+        raise ValueError(f"spec.kafka.sasl.usernameSecretRef: {source} is empty")
+    return name

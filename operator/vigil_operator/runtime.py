@@ -26,6 +26,7 @@ from vigil_core.errors import first_line
 from vigil_core.kafka import model
 from vigil_core.kafka.model import GroupState
 from vigil_core.kafka.security import KafkaConnection
+from vigil_core.settings import describe_validation_error
 from vigil_operator import credentials
 from vigil_operator import settings as operator_settings
 from vigil_operator.brokers import Brokers
@@ -198,8 +199,14 @@ class Runtime:
             facts: GroupFacts | Unreachable = await unless_stopped(stop, observed)  # no turn held: one census
         except KubeError as exc:
             connection, facts = None, Unreachable("SecretMissing", str(exc))
-        except (ValueError, ValidationError) as exc:
+        except ValidationError as exc:
+            problem = f"spec.kafka: {describe_validation_error(exc)}"
+            connection, facts = None, Unreachable("InvalidKafkaSettings", problem)
+        except ValueError as exc:
             connection, facts = None, Unreachable("InvalidKafkaSettings", first_line(exc))
+        except OSError as exc:  # the credential files: --state-dir was writable at start (cli.preflight)
+            problem = f"--state-dir {self.settings.state_dir}: {exc}"
+            connection, facts = None, Unreachable("CredentialsNotWritten", problem)
         async with self._turn(stop):
             return await self._act(body, spec, stored, connection=connection, facts=facts, pods=pods,
                                    others=others, post=post, stop=stop)  # fmt: skip

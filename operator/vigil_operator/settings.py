@@ -3,13 +3,14 @@
 time, and the admission webhook's registration depends on them). The handlers module imported another way (`kopf
 run`) reads the same names as `VIGIL_OPERATOR_<NAME>` env vars."""
 
+import ipaddress
 import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from vigil_core import settings
 from vigil_core.events import EVENTS_TOPIC_DEFAULT
@@ -21,6 +22,16 @@ ENV_PREFIX = "VIGIL_OPERATOR_"
 POD_NAME_ENV = "VIGIL_POD_NAME"
 """The operator's pod name, from the downward API (`fieldRef: metadata.name`, set by the chart): its identity as the
 Lease holder and in kopf's logs."""
+
+
+def _ip_address(value: str) -> str:
+    """A listen address as an IP literal: a host name would be resolved only when the server starts, inside kopf,
+    which retries a failed startup forever instead of exiting with the flag named."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(f"expected an IP address to listen on (0.0.0.0: every address), got {value!r}") from None
+    return value
 
 
 def _names(value: object) -> object:
@@ -62,13 +73,13 @@ class OperatorSettings(BaseModel):
     """A labelled pod naming a ConsumerGroup that does not exist: reject it (else admit it unchanged, warn)."""
     state_dir: Path = Path("/tmp/vigil-operator")  # noqa: S108 - private 0700 dir for credential files
     """Where the operator keeps the Kafka credentials it reads from Secrets (mode 0600)."""
-    metrics_bind: str = "0.0.0.0"  # noqa: S104 - scraped from outside the pod
+    metrics_bind: Annotated[str, AfterValidator(_ip_address)] = "0.0.0.0"  # noqa: S104 - scraped from outside the pod
     """Where Prometheus `/metrics` listens: every address, as it is scraped from outside the pod."""
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 8081
     """Prometheus `/metrics` port (0: off)."""
     webhook: bool = True
     """Serve the admission webhooks: sidecar injection into pods, and the ConsumerGroup checks CEL cannot make."""
-    webhook_bind: str = "0.0.0.0"  # noqa: S104 - the apiserver calls in from outside the pod
+    webhook_bind: Annotated[str, AfterValidator(_ip_address)] = "0.0.0.0"  # noqa: S104 - called from outside the pod
     """Where the webhooks listen: every address, as the apiserver calls in from outside the pod."""
     webhook_port: Annotated[int, Field(ge=1, le=65535)] = 9443
     """The webhooks' HTTPS port."""

@@ -4,10 +4,11 @@ Secrets are read from files (mounted Secrets) at the moment a client is configur
 model's repr and never logged.
 """
 
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
@@ -32,6 +33,19 @@ class Mechanism(StrEnum):
     PLAIN = "PLAIN"
     SCRAM_SHA_256 = "SCRAM-SHA-256"
     SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+
+#: host:port[,host:port...]: the one definition of a bootstrap list (the CRD's pattern is this string).
+BOOTSTRAP_SERVERS_PATTERN: Final = r"^\s*[^,\s][^,]*:[0-9]+\s*(,\s*[^,\s][^,]*:[0-9]+\s*)*$"
+
+
+def bootstrap_servers(value: str) -> str:
+    """`value` if it is host:port[,host:port...] (a ConsumerGroup's spec and the connection settings both check it
+    here); ValueError naming what is expected otherwise."""
+    if not re.fullmatch(BOOTSTRAP_SERVERS_PATTERN, value):
+        shown = value if len(value) <= 200 else value[:200] + "..."
+        raise ValueError(f"expected host:port[,host:port...], got {shown!r}")
+    return value
 
 
 class KafkaConnection(BaseModel):
@@ -62,11 +76,7 @@ class KafkaConnection(BaseModel):
     @field_validator("bootstrap_servers")
     @classmethod
     def _hosts_with_ports(cls, value: str) -> str:
-        for server in value.split(","):
-            host, _, port = server.strip().rpartition(":")
-            if not host or not port.isdigit():
-                raise ValueError(f"expected host:port[,host:port...], got {value!r}")
-        return value
+        return bootstrap_servers(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> "KafkaConnection":

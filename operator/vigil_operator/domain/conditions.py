@@ -4,7 +4,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal
 
-from vigil_operator.domain.status import CONDITION_ORDER, Condition, ConditionType
+from vigil_operator.domain.status import CONDITION_ORDER, MESSAGE_LIMIT, Condition, ConditionType
 
 Truth = Literal["True", "False", "Unknown"]
 
@@ -24,7 +24,8 @@ def with_condition(
     generation: int,
     now: datetime,
 ) -> tuple[Condition, ...]:
-    """The conditions with `kind` set; kept in CONDITION_ORDER so the written status is stable."""
+    """The conditions with `kind` set; kept in CONDITION_ORDER so the written status is stable. A message past the
+    apiserver's bound is cut (a refusal quoting a user's overlong value must still be written, never raise)."""
     current = {c.type: c for c in conditions}
     previous = current.get(kind)
     since = previous.last_transition_time if previous is not None and previous.status == status else rfc3339(now)
@@ -32,7 +33,7 @@ def with_condition(
         type=kind,
         status=status,
         reason=reason,
-        message=message,
+        message=message if len(message) <= MESSAGE_LIMIT else message[: MESSAGE_LIMIT - 1] + "…",
         last_transition_time=since,
         observed_generation=generation,
     )

@@ -199,7 +199,7 @@ def _conditions(
     config = _config(obs)
     cs = put(cs, ConditionType.CONFIG_VALID, *config)
     if obs.owner is not None:
-        message = f"Kafka group {obs.spec.group_id!r} is already observed by ConsumerGroup {obs.owner}"
+        message = f"spec.groupId: Kafka group {obs.spec.group_id!r} is already observed by ConsumerGroup {obs.owner}"
         cs = put(cs, ConditionType.READY, "False", "DuplicateGroup", message + "; this one is ignored.")
         cs = put(cs, ConditionType.STALLED, "Unknown", "DuplicateGroup", message + ".")
         cs = put(cs, ConditionType.REBALANCING, "Unknown", "DuplicateGroup", message + ".")
@@ -301,12 +301,16 @@ def _config(obs: Observation) -> tuple[cond.Truth, str, str]:
 
 
 def _notices(previous: ConsumerGroupStatus, status: ConsumerGroupStatus) -> list[Notice]:
-    """One Event per condition that changed status, plus newly stalled members by name."""
+    """One Event per condition that changed status or reason (a refused configuration also when its message changed:
+    another problem under the same reason), plus newly stalled members by name."""
     out: list[Notice] = []
     before = {c.type: c for c in previous.conditions}
     for c in status.conditions:
         old = before.get(c.type)
-        if old is not None and (old.status, old.reason) == (c.status, c.reason):
+        refused_anew = (
+            c.type is ConditionType.CONFIG_VALID and c.status == "False" and (old is None or old.message != c.message)
+        )
+        if old is not None and (old.status, old.reason) == (c.status, c.reason) and not refused_anew:
             continue
         bad = (c.type in (ConditionType.STALLED, ConditionType.SIDECAR_MISSING) and c.status == "True") or (
             c.type in (ConditionType.READY, ConditionType.CONFIG_VALID) and c.status == "False"

@@ -148,11 +148,16 @@ def refusal(spec: ConsumerGroupSpec, workload: SetFacts | None) -> Refusal | Non
     if spec.restart.strategy is not RestartStrategy.COORDINATED:
         return None
     if workload is None:
-        return Refusal("WorkloadNotFound", f"StatefulSet {spec.workload.name} not found")
+        return Refusal(
+            "WorkloadNotFound",
+            f"spec.workload.name: StatefulSet {spec.workload.name} not found (restart.strategy is"
+            " Coordinated: vigil restarts that StatefulSet's pods)",
+        )
     if workload.update_strategy != ON_DELETE:
         return Refusal(
             "UpdateStrategyNotOnDelete",
-            f"StatefulSet {spec.workload.name} has updateStrategy {workload.update_strategy}: set OnDelete so vigil"
+            f"spec.restart.strategy: Coordinated needs StatefulSet {spec.workload.name} to declare updateStrategy"
+            f" OnDelete, it has {workload.update_strategy}: set OnDelete so vigil"
             " restarts its pods one at a time without a rebalance (vigil never writes it: Helm and GitOps would"
             " revert it)",
         )

@@ -13,10 +13,20 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from vigil_core import liveness, rules
+from vigil_core.kafka import security
 from vigil_core.kafka.security import Mechanism, Protocol
 from vigil_core.liveness import ForeignRebalance, Signal, StallAction
 
@@ -51,7 +61,11 @@ class Tls(_Spec):
 
 
 class Kafka(_Spec):
-    bootstrap_servers: Annotated[str, Field(min_length=1)]
+    bootstrap_servers: Annotated[
+        str,
+        Field(min_length=1, max_length=4096, json_schema_extra={"pattern": security.BOOTSTRAP_SERVERS_PATTERN}),
+        AfterValidator(security.bootstrap_servers),  # the pattern's check, with a message in words
+    ]
     """host:port[,host:port…] as the pods reach the brokers."""
     security_protocol: Protocol = Protocol.PLAINTEXT
     sasl: Sasl | None = None

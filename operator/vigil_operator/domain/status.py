@@ -9,7 +9,7 @@ resync that finds nothing new writes nothing (an etcd write and a watch fan-out 
 """
 
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
@@ -54,12 +54,16 @@ def _known_conditions(conditions: Any) -> Any:
     return [c for c in conditions if not isinstance(c, dict) or c.get("type") in known]
 
 
+#: The apiserver's bound on a condition's message.
+MESSAGE_LIMIT: Final = 32768
+
+
 class Condition(_Status):
     type: Annotated[ConditionType, WithJsonSchema(CONDITION_TYPE_SCHEMA)]
     status: Literal["True", "False", "Unknown"]
     reason: Annotated[str, Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)]
     """CamelCase, as Kubernetes conditions spell reasons."""
-    message: Annotated[str, Field(max_length=32768)] = ""
+    message: Annotated[str, Field(max_length=MESSAGE_LIMIT)] = ""
     last_transition_time: Timestamp
     """RFC 3339 UTC, seconds precision; changes only when `status` changes."""
     observed_generation: Annotated[int, Field(ge=0)] = 0

@@ -18,6 +18,7 @@ from vigil_core import settings as loader
 from vigil_core.errors import ConfigError
 from vigil_core.liveness import StallAction
 from vigil_operator import cli as operator_cli
+from vigil_operator import pki
 from vigil_operator import settings as operator_settings
 from vigil_operator.settings import OperatorSettings
 
@@ -273,6 +274,41 @@ def test_a_bad_operator_flag_exits_2_with_one_line(
     assert operator_cli.main(["--standalone", "--resync-seconds", "0"]) == 2
     assert capsys.readouterr().err == "vigil operator: --resync-seconds: Input should be greater than or equal to 1\n"
     assert dict(os.environ) == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["--metrics-bind", "not-an-ip"],
+         "--metrics-bind: expected an IP address to listen on (0.0.0.0: every address), got 'not-an-ip'"),
+        (["--webhook-bind", "localhost"],
+         "--webhook-bind: expected an IP address to listen on (0.0.0.0: every address), got 'localhost'"),
+        (["--state-dir", "/proc/vigil-nope"], "--state-dir: cannot write /proc/vigil-nope: "),
+        (["--webhook-cert", "/nonexistent.crt", "--webhook-key", "/nonexistent.key"],
+         "--webhook-cert/--webhook-key: cannot load /nonexistent.crt with /nonexistent.key: "),
+        (["--webhook-ca", "/etc/hostname"], "--webhook-ca: cannot load /etc/hostname as PEM certificates: "),
+    ],
+)  # fmt: skip
+def test_an_address_or_file_the_operator_cannot_use_exits_2_before_kopf_starts(
+    argv: list[str], line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # before: kopf's startup failed on them and retried every minute with a traceback, a crash loop in all but name
+    assert operator_cli.main(["--standalone", "--state-dir", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"vigil operator: {line}"), err
+    assert err.count("\n") == 1
+
+
+def test_the_operators_preflight_passes_a_writable_state_dir_and_a_loadable_certificate(tmp_path: Path) -> None:
+    ca = pki.new_ca("vigil-test-ca")
+    leaf = pki.issue(ca, "vigil-webhook", hosts=["vigil-webhook.vigil-system.svc"], server=True)
+    cert, key = leaf.write(tmp_path / "tls.crt", tmp_path / "tls.key")
+    ca_file, _ = ca.write(tmp_path / "ca.crt", tmp_path / "ca.key")
+    argv = ["--state-dir", str(tmp_path / "state"), "--webhook-cert", str(cert), "--webhook-key", str(key),
+            "--webhook-ca", str(ca_file)]  # fmt: skip
+    args = operator_cli.build_parser().parse_args(argv)
+    assert operator_cli.preflight(operator_settings.from_flags(vars(args))) is None
+    assert (tmp_path / "state").stat().st_mode & 0o777 == 0o700
 
 
 def test_the_handlers_take_the_settings_handed_over_else_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ from vigil_operator.domain.conditions import with_condition
 from vigil_operator.domain.injection import SIDECAR_NAME
 from vigil_operator.domain.pods import pod_facts
 from vigil_operator.domain.reconcile import PodFacts
-from vigil_operator.domain.status import CONDITION_ORDER, Condition, ConditionType
+from vigil_operator.domain.status import CONDITION_ORDER, MESSAGE_LIMIT, Condition, ConditionType
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 CLUSTER, OTHER_CLUSTER = "q1X3dYtLRkO0h1nO6tQ2Ag", "Zz9Y8xW7vU6tS5rQ4pO3nA"
@@ -322,3 +322,11 @@ POD_CASES = [
 @pytest.mark.parametrize(("body", "expected"), [c[1:] for c in POD_CASES], ids=[c[0] for c in POD_CASES])
 def test_pod_facts(body: dict[str, Any], expected: PodFacts) -> None:
     assert pod_facts(body) == expected
+
+
+@pytest.mark.parametrize("length", [0, 1, MESSAGE_LIMIT, MESSAGE_LIMIT + 1, 40_000])
+def test_a_message_past_the_apiservers_bound_is_cut_never_refused(length: int) -> None:
+    # a refusal quoting a user's overlong value (an image, a broker list) must still be written as a condition
+    (found,) = with_condition((), ConditionType.CONFIG_VALID, "False", "NotAllowed", "x" * length, generation=1, now=T0)
+    assert len(found.message) == min(length, MESSAGE_LIMIT)
+    assert found.message.endswith("…") == (length > MESSAGE_LIMIT)

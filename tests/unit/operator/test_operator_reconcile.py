@@ -303,6 +303,7 @@ def test_duplicate_cr_is_refused_naming_the_owner() -> None:
 
     ready = condition(status, ConditionType.READY)
     assert (ready.status, ready.reason) == ("False", "DuplicateGroup")
+    assert ready.message.startswith("spec.groupId: Kafka group 'orders' is already observed by ConsumerGroup ")
     assert "shop/orders-first" in ready.message
     assert truth(status, ConditionType.STALLED) == ("Unknown", "DuplicateGroup")
     assert truth(status, ConditionType.REBALANCING) == ("Unknown", "DuplicateGroup")
@@ -402,6 +403,21 @@ def test_config_valid_is_advice_or_rejection(
     # the first sync says what is wrong: a rejection is a Warning, advice or validity says nothing
     config_notices = [n for n in notices if n.reason.startswith("ConfigValid")]
     assert config_notices == ([Notice("Warning", "ConfigValidFalse", config.message)] if valid == "False" else [])
+
+
+def test_another_refusal_under_the_same_reason_is_told_again_and_the_same_one_is_not() -> None:
+    too_short = make_spec({"sessionTimeoutMs": 3000, "heartbeatIntervalMs": 500})
+    too_long = make_spec({"sessionTimeoutMs": 2_000_000, "heartbeatIntervalMs": 3000, "maxPollIntervalMs": 2_500_000})
+    first, _ = reconcile(EMPTY, observe(facts(STABLE3), PODS, spec=too_short), NOW)
+    again, quiet = reconcile(first, observe(facts(STABLE3), PODS, spec=too_short), NOW + timedelta(seconds=30))
+    assert [n for n in quiet if n.reason.startswith("ConfigValid")] == []
+    other, told = reconcile(again, observe(facts(STABLE3), PODS, spec=too_long), NOW + timedelta(seconds=60))
+    config = condition(other, ConditionType.CONFIG_VALID)
+    assert config.reason == condition(first, ConditionType.CONFIG_VALID).reason == "TimingsRejected"
+    assert config.message != condition(first, ConditionType.CONFIG_VALID).message
+    assert [n for n in told if n.reason.startswith("ConfigValid")] == [
+        Notice("Warning", "ConfigValidFalse", config.message)
+    ]
 
 
 # --- times and generations ----------------------------------------------------------------------------------------

@@ -69,16 +69,17 @@ def test_no_refusal_without_coordinated_restarts() -> None:
 
 
 @pytest.mark.parametrize(
-    ("workload", "reason"),
+    ("workload", "reason", "field"),
     [
-        (None, "WorkloadNotFound"),
-        (ro.SetFacts("RollingUpdate", NEW, 3), "UpdateStrategyNotOnDelete"),
-        (SET, None),
+        (None, "WorkloadNotFound", "spec.workload.name: "),
+        (ro.SetFacts("RollingUpdate", NEW, 3), "UpdateStrategyNotOnDelete", "spec.restart.strategy: "),
+        (SET, None, None),
     ],
 )
-def test_refusal(workload: ro.SetFacts | None, reason: str | None) -> None:
+def test_refusal_names_the_field(workload: ro.SetFacts | None, reason: str | None, field: str | None) -> None:
     found = ro.refusal(SPEC, workload)
     assert (found.reason if found else None) == reason
+    assert (found.message.split(" ")[0] + " " if found else None) == field
 
 
 def test_coordinated_needs_a_static_group() -> None:
