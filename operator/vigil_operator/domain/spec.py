@@ -60,6 +60,17 @@ class Tls(_Spec):
     check_hostname: bool = True
 
 
+#: A Kubernetes object name (RFC 1123 subdomain), as a ServiceAccount's: a RoleBinding to another is refused by the
+#: apiserver only when the operator provisions the budget, long after the spec was accepted.
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+def _dns_subdomain(value: str) -> str:
+    if not re.fullmatch(DNS_SUBDOMAIN, value):
+        raise ValueError(f"expected a Kubernetes name (lower-case letters, digits, '-' and '.'), got {value!r}")
+    return value
+
+
 class Kafka(_Spec):
     bootstrap_servers: Annotated[
         str,
@@ -90,7 +101,11 @@ class Workload(_Spec):
     kind: WorkloadKind | None = None
     name: Annotated[str, Field(min_length=1)] | None = None
     selector: LabelSelector | None = None
-    service_account_name: Annotated[str, Field(min_length=1)] = "default"
+    service_account_name: Annotated[
+        str,
+        Field(min_length=1, max_length=253, json_schema_extra={"pattern": DNS_SUBDOMAIN}),
+        AfterValidator(_dns_subdomain),  # the pattern's check, with a message in words
+    ] = "default"
     """The ServiceAccount the pods run as: bound to the group's budget Lease."""
 
 

@@ -14,10 +14,13 @@ class BudgetLeases:
         self.kube = kube
         self._provisioned: dict[str, tuple[int, str]] = {}
         """Per CR uid: the spec generation and service account its Lease and Role were provisioned for."""
+        self._told: dict[str, tuple[int, str, str]] = {}
+        """Per CR uid: the failure last posted (generation, account, message): tried again every resync, told once."""
 
     def forget(self, uid: str) -> None:
         """The ConsumerGroup's loop ended: provisioned again (idempotently) if it resumes."""
         self._provisioned.pop(uid, None)
+        self._told.pop(uid, None)
 
     async def provision(self, body: Mapping[str, Any], spec: ConsumerGroupSpec, post: Post) -> None:
         """The budget Lease and its Role, once per spec generation (they are owned by the CR)."""
@@ -28,6 +31,10 @@ class BudgetLeases:
         try:
             await self.kube.ensure_budget(body["metadata"]["namespace"], body, spec.group_id, account)
         except KubeError as exc:
-            post(Notice("Warning", "BudgetNotProvisioned", str(exc)))
+            failure = (generation, account, str(exc))
+            if self._told.get(uid) != failure:
+                post(Notice("Warning", "BudgetNotProvisioned", str(exc)))
+                self._told[uid] = failure
             return
         self._provisioned[uid] = (generation, account)
+        self._told.pop(uid, None)
