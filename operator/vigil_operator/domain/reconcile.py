@@ -12,7 +12,7 @@ from datetime import datetime
 from vigil_core import identity, rules
 from vigil_core.kafka.model import GroupState, GroupView, TopicPartitionRef
 from vigil_operator.domain import conditions as cond
-from vigil_operator.domain.spec import ConsumerGroupSpec
+from vigil_operator.domain.spec import TIMING_FIELDS, ConsumerGroupSpec
 from vigil_operator.domain.stalls import StallReport
 from vigil_operator.domain.status import Condition, ConditionType, ConsumerGroupStatus, MemberStatus, StalledMember
 
@@ -294,10 +294,16 @@ def _config(obs: Observation) -> tuple[cond.Truth, str, str]:
                 f" ({limits.consumer_heartbeat_ms} ms)"
             )
         return "True", "Valid", f"Client timings are consistent and within {checked}."
-    text = " ".join(f"{f.setting}: {f.message}" for f in problems)
+    text = " ".join(f"{_field(f.setting)}: {f.message}" for f in problems)
     if any(f.severity is rules.Severity.ERROR for f in problems):
         return "False", "TimingsRejected", text
     return "True", "ValidWithAdvice", text
+
+
+def _field(setting: str) -> str:
+    """A finding's setting as the ConsumerGroup names it, with the client property it becomes."""
+    field = TIMING_FIELDS.get(setting)
+    return setting if field is None else f"{field} ({setting})"
 
 
 def _notices(previous: ConsumerGroupStatus, status: ConsumerGroupStatus) -> list[Notice]:

@@ -10,8 +10,9 @@ creates or deletes the Kafka group.
 """
 
 import re
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from pydantic import (
     AfterValidator,
@@ -224,6 +225,7 @@ class ConsumerGroupSpec(_Spec):
         return self
 
     def timings(self) -> rules.ClientTimings:
+        """The client timings the rules check (their findings name settings; TIMING_FIELDS maps them to the spec)."""
         return rules.ClientTimings(
             protocol=self.client.group_protocol,
             session_timeout_ms=self.client.session_timeout_ms,
@@ -231,6 +233,15 @@ class ConsumerGroupSpec(_Spec):
             max_poll_interval_ms=self.client.max_poll_interval_ms,
             stall_timeout_ms=round(self.liveness.stall_timeout_seconds * 1000),
         )
+
+
+#: The spec's field for each setting a timing finding names (`rules.check_timings`).
+TIMING_FIELDS: Final[Mapping[str, str]] = {
+    rules.SESSION: "spec.client.sessionTimeoutMs",
+    rules.HEARTBEAT: "spec.client.heartbeatIntervalMs",
+    rules.MAX_POLL: "spec.client.maxPollIntervalMs",
+    rules.STALL_TIMEOUT: "spec.liveness.stallTimeoutSeconds",
+}
 
 
 def impossible(spec: ConsumerGroupSpec) -> list[str]:

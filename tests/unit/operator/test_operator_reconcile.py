@@ -26,7 +26,7 @@ from vigil_operator.domain.reconcile import (
     reconcile,
 )
 from vigil_operator.domain.reconcile import lag as group_lag
-from vigil_operator.domain.spec import ConsumerGroupSpec, parse_spec
+from vigil_operator.domain.spec import TIMING_FIELDS, ConsumerGroupSpec, parse_spec
 from vigil_operator.domain.stalls import StallReport
 from vigil_operator.domain.status import CONDITION_ORDER, Condition, ConditionType, ConsumerGroupStatus
 
@@ -396,7 +396,7 @@ def test_config_valid_is_advice_or_rejection(
     config = condition(status, ConditionType.CONFIG_VALID)
     assert (config.status, config.reason) == (valid, reason)
     if names is not None:
-        assert names in config.message
+        assert f"{TIMING_FIELDS[names]} ({names}): " in config.message  # the spec's field, and the property
     assert truth(status, ConditionType.READY) == (ready, ready_reason)
     if ready_reason == "ConfigInvalid":
         assert condition(status, ConditionType.READY).message == config.message
