@@ -43,12 +43,13 @@ class Location:
         return self.where
 
     def exists(self, spark: "SparkSession") -> bool:
-        return bool(self._fs(spark).exists(self._path(spark)))
+        fs, path = self._hadoop(spark)
+        return bool(fs.exists(path))
 
     def has_parquet(self, spark: "SparkSession") -> bool:
         """Whether any Parquet file lies below (Hadoop's hidden `_…` and `.…` entries, e.g. a failed write's
         `_temporary`, are not the table's)."""
-        fs, path = self._fs(spark), self._path(spark)
+        fs, path = self._hadoop(spark)
         if not fs.exists(path):
             return False
         files = fs.listFiles(path, True)
@@ -61,22 +62,20 @@ class Location:
         return False
 
     def mkdirs(self, spark: "SparkSession") -> None:
-        self._fs(spark).mkdirs(self._path(spark))
+        fs, path = self._hadoop(spark)
+        fs.mkdirs(path)
 
     def write_text(self, spark: "SparkSession", text: str) -> None:
         """Replace the file with `text` (UTF-8)."""
-        stream = self._fs(spark).create(self._path(spark), True)
+        fs, path = self._hadoop(spark)
+        stream = fs.create(path, True)
         try:
             stream.write(bytearray(text.encode()))
         finally:
             stream.close()
 
-    def _path(self, spark: "SparkSession") -> Any:
-        return _jvm(spark).org.apache.hadoop.fs.Path(self.where)
-
-    def _fs(self, spark: "SparkSession") -> Any:
-        return self._path(spark).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # noqa: SLF001
-
-
-def _jvm(spark: "SparkSession") -> Any:
-    return spark.sparkContext._jvm  # noqa: SLF001 - Hadoop's FileSystem has no Python API
+    def _hadoop(self, spark: "SparkSession") -> tuple[Any, Any]:
+        """Hadoop's FileSystem for this location, and its Path (Hadoop's FileSystem has no Python API)."""
+        context: Any = spark.sparkContext
+        path = context._jvm.org.apache.hadoop.fs.Path(self.where)  # noqa: SLF001
+        return path.getFileSystem(context._jsc.hadoopConfiguration()), path  # noqa: SLF001
