@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from vigil_core import names
 from vigil_core import settings as settings_loader
 from vigil_core.errors import ConfigError, first_line
 from vigil_operator import settings as operator_settings
@@ -73,6 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"vigil operator: {exc}", file=sys.stderr)
         return 2
+    for namespace in args.watch_namespace:
+        try:
+            names.namespace_name(namespace)
+        except ValueError as exc:
+            print(f"vigil operator: --watch-namespace: {exc}", file=sys.stderr)
+            return 2
     if (problem := preflight(settings)) is not None:
         print(f"vigil operator: {problem}", file=sys.stderr)
         return 2

@@ -15,6 +15,7 @@ import asyncio
 import functools
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,6 +24,7 @@ from typing import Any
 import kopf
 
 from vigil_core.crd import API_GROUP, PLURAL, VERSION
+from vigil_core.errors import ConfigError
 from vigil_operator import settings as operator_settings
 from vigil_operator import webhook_server
 from vigil_operator.catalog import Catalog, Record
@@ -35,8 +37,12 @@ from vigil_operator.shells.leadership import Leadership
 from vigil_operator.webhook_tls import WebhookTLS
 
 log = logging.getLogger(__name__)
-SETTINGS = operator_settings.configured(os.environ)
-"""Read once at import: `vigil operator` hands over its validated flags before importing this module."""
+try:
+    SETTINGS = operator_settings.configured(os.environ)
+    """Read once at import: `vigil operator` hands over its validated flags before importing this module."""
+except ConfigError as _exc:  # imported by `kopf run`: a bad env var is one line and exit 2, as a bad flag is
+    print(f"vigil operator: {_exc}", file=sys.stderr)
+    raise SystemExit(2) from None
 CR = (API_GROUP, VERSION, PLURAL)
 EXIT_WAIT = 5.0
 """Seconds the exiting operator waits for its resyncs to give way (each at its next step)."""

@@ -276,7 +276,7 @@ class Runtime:
         if conditions.find(previous.conditions, ConditionType.CONFIG_VALID) != conditions.find(
             cs, ConditionType.CONFIG_VALID
         ):
-            post(Notice("Warning", reason, problem))
+            post(Notice("Warning", f"{ConditionType.CONFIG_VALID.value}False", problem))  # as `reconcile` names them
         return status
 
     async def _write(self, body: Mapping[str, Any], status: ConsumerGroupStatus, stored: "Stored") -> None:

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from vigil_core import settings
+from vigil_core import names, settings
 from vigil_core.events import EVENTS_TOPIC_DEFAULT
 from vigil_core.settings import Unset
 from vigil_core.version import VERSION
@@ -41,23 +41,27 @@ def _names(value: object) -> object:
     return value
 
 
+KubeName = Annotated[str, AfterValidator(names.kubernetes_name)]
+"""A Kubernetes object name: one the apiserver would refuse is refused as the flag is read, not on first use."""
+
+
 class OperatorSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     resync_seconds: Annotated[float, Field(ge=1, le=3600)] = 30.0
     """How often each group is described (also at once on every spec change); its status is written when it changes."""
-    namespace: str = "vigil-system"
+    namespace: Annotated[str, AfterValidator(names.namespace_name)] = "vigil-system"
     """The operator's own namespace: its pods are never injected; its leader Lease is there."""
     standalone: bool = False
     """Act without leader election: only for one replica run by hand (replicas of a Deployment elect a leader by the
     Lease, so only one acts, also while a rollout runs two)."""
-    leader_lease: str = "vigil-operator"
+    leader_lease: KubeName = "vigil-operator"
     """The Lease (in `namespace`) the replicas elect their leader by: only its holder resyncs ConsumerGroups."""
-    events_topic: str = EVENTS_TOPIC_DEFAULT
+    events_topic: Annotated[str, AfterValidator(names.topic_or_off)] = EVENTS_TOPIC_DEFAULT
     """Where the sidecars publish stalls (read) and the operator publishes group snapshots ("" = off)."""
     sidecar_image: str = f"vigil-sidecar:{VERSION}"
     """The injected sidecar's image (a ConsumerGroup's `spec.sidecar.image` overrides it)."""
-    sidecar_image_pull_secret: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], BeforeValidator(_names)] = ()
+    sidecar_image_pull_secret: Annotated[tuple[KubeName, ...], BeforeValidator(_names)] = ()
     """An imagePullSecret the injected pod gets for the sidecar image (a Secret in the pod's namespace), added to its
     `spec.imagePullSecrets` unless there (env: comma-separated)."""
     allowed_sidecar_image: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], BeforeValidator(_names)] = ()
@@ -92,12 +96,12 @@ class OperatorSettings(BaseModel):
     webhook_ca: Path | None = None
     """The CA that signed the webhooks' certificate, for the webhook configurations (managed mode); a generated
     certificate's is its throwaway CA."""
-    webhook_secret: str | None = None
+    webhook_secret: KubeName | None = None
     """Keep the webhooks' CA and certificate in this Secret of `namespace` (it must exist; the chart creates it
     empty), make them when it is empty, rotate them before they expire without a moment the apiserver would not
     trust what is served, and reload them in place; the webhook configurations `webhook_configuration` get the CA
     bundle. Instead of `webhook_cert` (the chart's `webhook.operatorCertificates`)."""
-    webhook_configuration: str | None = None
+    webhook_configuration: KubeName | None = None
     """The Mutating- and ValidatingWebhookConfiguration (one name for both) whose caBundle the operator keeps, with
     `webhook_secret`."""
     webhook_ca_days: Annotated[int, Field(ge=1, le=36500)] = 365

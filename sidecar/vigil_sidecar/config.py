@@ -11,9 +11,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from vigil_core import liveness, markdown, rules
+from vigil_core import liveness, markdown, names, rules
 from vigil_core import settings as settings_loader
 from vigil_core.bridge.engine import BridgeConfig
 from vigil_core.errors import ConfigError
@@ -98,7 +98,7 @@ class SidecarSettings(BaseModel):
     service_account_dir: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount")
     """Where the pod's service account token, CA and namespace are mounted (the budget's Lease is read with
     them)."""
-    events_topic: str = "vigil.events"
+    events_topic: Annotated[str, AfterValidator(names.topic_or_off)] = "vigil.events"
     """Where events go ("" turns them off); created by its owner, never by vigil."""
     cluster: str = "kafka"
     """A name for the Kafka cluster in events."""

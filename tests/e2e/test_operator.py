@@ -492,6 +492,13 @@ def test_an_image_the_chart_does_not_allow_is_refused_naming_the_field_and_never
     assert refused["status"] == "False"
     assert refused["message"].startswith("spec.sidecar.image: 'evil.example/x:1' is not allowed")
     assert cond(status_of(kube, namespace, "rogue"), "Ready")["reason"] == "NotAllowed"
+    told = wait_for(
+        lambda: [e for e in events_for(kube, namespace, "rogue") if e["reason"] == "ConfigValidFalse"],
+        lambda events: len(events) > 0,
+        timeout=15,
+        what="a ConfigValidFalse Event about ConsumerGroup rogue",
+    )
+    assert [(e["type"], e["message"]) for e in told] == [("Warning", refused["message"])]
     template = statefulset("rogue", clients.unique("rogue"), "t", bootstrap)["spec"]["template"]
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {**template["metadata"], "name": "rogue-0"},
            "spec": template["spec"]}  # fmt: skip

@@ -43,7 +43,11 @@ while True:
 
 def _completed(kafka: KafkaCluster, group: str) -> list[int]:
     """Generations whose join phase completed, as an independent regex over the broker log sees them."""
-    pattern = r"(?:Stabilized group {g} generation (\d+) with \d+ members|Group {g} with generation (\d+) is now empty)"
+    part = r"(?: \(__consumer_offsets-\d+\))?"  # 3.9's classic coordinator names the offsets partition
+    pattern = (
+        rf"(?:Stabilized group {{g}} generation (\d+){part} with \d+ members"
+        rf"|Group {{g}} with generation (\d+) is now empty{part})"
+    )
     return sorted(int(a or b) for _, (a, b) in broker_log.broker_lines(kafka, group, pattern))
 
 

@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from vigil_core import liveness, rules
+from vigil_core import liveness, names, rules
 from vigil_core.kafka import security
 from vigil_core.kafka.security import Mechanism, Protocol
 from vigil_core.liveness import ForeignRebalance, Signal, StallAction
@@ -61,17 +61,6 @@ class Tls(_Spec):
     check_hostname: bool = True
 
 
-#: A Kubernetes object name (RFC 1123 subdomain), as a ServiceAccount's: a RoleBinding to another is refused by the
-#: apiserver only when the operator provisions the budget, long after the spec was accepted.
-DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-
-
-def _dns_subdomain(value: str) -> str:
-    if not re.fullmatch(DNS_SUBDOMAIN, value):
-        raise ValueError(f"expected a Kubernetes name (lower-case letters, digits, '-' and '.'), got {value!r}")
-    return value
-
-
 class Kafka(_Spec):
     bootstrap_servers: Annotated[
         str,
@@ -104,10 +93,11 @@ class Workload(_Spec):
     selector: LabelSelector | None = None
     service_account_name: Annotated[
         str,
-        Field(min_length=1, max_length=253, json_schema_extra={"pattern": DNS_SUBDOMAIN}),
-        AfterValidator(_dns_subdomain),  # the pattern's check, with a message in words
+        Field(min_length=1, max_length=253, json_schema_extra={"pattern": names.DNS_SUBDOMAIN}),
+        AfterValidator(names.kubernetes_name),  # the pattern's check, with a message in words
     ] = "default"
-    """The ServiceAccount the pods run as: bound to the group's budget Lease."""
+    """The ServiceAccount the pods run as: bound to the group's budget Lease (a name the apiserver would refuse is
+    refused here, not when the operator provisions that binding, long after the spec was accepted)."""
 
 
 class Membership(StrEnum):

@@ -287,9 +287,17 @@ def test_a_bad_operator_flag_exits_2_with_one_line(
         (["--webhook-cert", "/nonexistent.crt", "--webhook-key", "/nonexistent.key"],
          "--webhook-cert/--webhook-key: cannot load /nonexistent.crt with /nonexistent.key: "),
         (["--webhook-ca", "/etc/hostname"], "--webhook-ca: cannot load /etc/hostname as PEM certificates: "),
+        (["--namespace", "Vigil_System"], "--namespace: expected a namespace name ("),
+        (["-n", "team-a", "-n", "Team-B"], "--watch-namespace: expected a namespace name (lower-case letters, digits "
+         "and '-', at most 63), got 'Team-B'"),
+        (["--leader-lease", "vigil operator"], "--leader-lease: expected a Kubernetes name ("),
+        (["--events-topic", "vigil/events"], "--events-topic: expected a Kafka topic name ("),
+        (["--webhook-secret", "Certs", "--webhook-configuration", "vigil"], "--webhook-secret: expected a Kubernetes"),
+        (["--sidecar-image-pull-secret", "regcred", "--sidecar-image-pull-secret", "Reg"],
+         "--sidecar-image-pull-secret: expected a Kubernetes name ("),
     ],
 )  # fmt: skip
-def test_an_address_or_file_the_operator_cannot_use_exits_2_before_kopf_starts(
+def test_an_address_file_or_name_the_operator_cannot_use_exits_2_before_kopf_starts(
     argv: list[str], line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # before: kopf's startup failed on them and retried every minute with a traceback, a crash loop in all but name
@@ -351,6 +359,20 @@ def test_vigil_operator_hands_its_flags_to_the_handlers_module() -> None:
     expected = OperatorSettings(standalone=True, resync_seconds=7, events_topic="", metrics_port=0)
     assert found["settings"] == expected.model_dump(mode="json")
     assert found["env"] == ["VIGIL_OPERATOR_RESYNC_SECONDS", "VIGIL_OPERATOR_WEBHOOK_PORT"]  # as they were
+
+
+def test_kopf_run_with_a_bad_env_var_exits_2_with_one_line() -> None:
+    """The handlers module imported by `kopf run` (not `vigil operator`) reads its settings from the environment: a bad
+    one is one line naming the variable, not a traceback from inside kopf's import."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+           "VIGIL_OPERATOR_LEADER_LEASE": "Vigil Lease"}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", "import vigil_operator.handlers"], capture_output=True, text=True,
+                          timeout=120, env=env, check=False)  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr == (
+        "vigil operator: VIGIL_OPERATOR_LEADER_LEASE: expected a Kubernetes name (lower-case letters, digits, '-' and "
+        "'.', at most 253), got 'Vigil Lease'\n"
+    )
 
 
 def test_every_operator_setting_has_a_description_and_its_flag_its_default(wide: None) -> None:

@@ -95,6 +95,8 @@ def test_flags_win_over_env() -> None:
             "VIGIL_HEARTBEAT_INTERVAL_SECONDS: heartbeat.interval.ms (12000 ms) must be below session.timeout.ms",
         ),
         ({"VIGIL_BRIDGE_ENABLED": "maybe"}, [], "VIGIL_BRIDGE_ENABLED: Input should be a valid boolean"),
+        ({"VIGIL_EVENTS_TOPIC": "vigil events"}, [], "VIGIL_EVENTS_TOPIC: expected a Kafka topic name ("),
+        ({"VIGIL_EVENTS_TOPIC": ".."}, [], "VIGIL_EVENTS_TOPIC: expected a Kafka topic name ("),
         ({"VIGIL_MAX_BRIDGE_SECONDS": "0"}, [], "VIGIL_MAX_BRIDGE_SECONDS: Input should be greater than 0"),
         ({"VIGIL_MAX_BRIDGE_SECONDS": "7200"}, [], "VIGIL_MAX_BRIDGE_SECONDS: Input should be less than or equal"),
         ({"VIGIL_ON_FOREIGN_REBALANCE": "wait"}, [], "VIGIL_ON_FOREIGN_REBALANCE: Input should be 'remove' or 'hold'"),
