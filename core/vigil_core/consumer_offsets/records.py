@@ -1,4 +1,4 @@
-"""`__consumer_offsets` keys and values as frozen dataclasses (schemas of Kafka 3.9–4.1).
+"""`__consumer_offsets` keys and values as frozen dataclasses (schemas of Kafka 3.9–4.4).
 
 Key = int16 record type (Kafka calls it the key "version") + a non-flexible key struct. Value = int16
 value version + the value struct (flexible from OffsetCommitValue/GroupMetadataValue v4 and for every KIP-848
@@ -6,14 +6,14 @@ record); a null value is a tombstone. Field defaults are Kafka's own for fields 
 decoded record compares equal whatever version carried it.
 
 Nothing here raises on input: record types or versions this module does not know become `Unknown`
-(share and streams groups, future versions) and bytes that do not fit the schema become `Corrupt` naming
-the field — the report counts both.
+(share and streams groups, named with their group; future types and versions) and bytes that do not fit the
+schema become `Corrupt` naming the field — the report counts both.
 """
 
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Final, TypeVar
 
 from vigil_core.consumer_offsets.wire import INT16, INT32, DecodeError, Reader
 
@@ -392,6 +392,33 @@ _KEYS: dict[int, Callable[[Reader, int], Key]] = {
 }
 
 
+NOT_DECODED: Final[dict[int, str]] = {
+    9: "ShareGroupPartitionMetadata",  # 4.0 only
+    10: "ShareGroupMemberMetadata",
+    11: "ShareGroupMetadata",
+    12: "ShareGroupTargetAssignmentMetadata",
+    13: "ShareGroupTargetAssignmentMember",
+    14: "ShareGroupCurrentMemberAssignment",
+    15: "ShareGroupStatePartitionMetadata",
+    17: "StreamsGroupMetadata",
+    19: "StreamsGroupMemberMetadata",
+    20: "StreamsGroupTargetAssignmentMetadata",
+    21: "StreamsGroupTargetAssignmentMember",
+    22: "StreamsGroupCurrentMemberAssignment",
+    23: "StreamsGroupTopology",
+}
+"""Record types Kafka writes for share groups (KIP-932) and streams groups (KIP-1071), named but not decoded: the
+report's rebalance model is about consumer groups. Read from `CoordinatorRecordType` of the 4.0.0, 4.1.0 and 4.4.0
+group-coordinator jars (type 18 was never in a release). Each key begins with the group id."""
+
+
+def _not_decoded(record_type: int, group: str | None) -> Unknown:
+    name = NOT_DECODED[record_type]
+    kind = "a share group's" if name.startswith("Share") else "a streams group's"
+    whose = f" of group {group!r}" if group is not None else ""
+    return Unknown(record_type, None, f"{name}, {kind} record{whose}: not decoded (the report models consumer groups)")
+
+
 def decode_key(key: bytes | None) -> Key | Unknown | Corrupt:
     """Decode a `__consumer_offsets` key; never raises.
 
@@ -423,6 +450,8 @@ def _decode_key(key: bytes | None) -> Key | Unknown | Corrupt:
     try:
         record_type = r.int16("key.type")
         decoder = _KEYS.get(record_type)
+        if decoder is None and record_type in NOT_DECODED:
+            return _not_decoded(record_type, r.string("group"))
         if decoder is None:
             return Unknown(record_type, None, "unknown record type")
         out = decoder(r, record_type)
@@ -667,6 +696,8 @@ def decode_value(key: Key | Unknown | Corrupt | int, value: bytes | None) -> Val
 
 def _decode_value(record_type: int, value: bytes) -> Value | Unknown | Corrupt:
     spec = _VALUES.get(record_type)
+    if spec is None and record_type in NOT_DECODED:
+        return _not_decoded(record_type, None)
     if spec is None:
         return Unknown(record_type, None, "unknown record type")
     name, highest, decoder = spec

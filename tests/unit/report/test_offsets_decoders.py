@@ -379,8 +379,8 @@ def test_corrupt_names_the_field() -> None:
 @pytest.mark.parametrize(
     ("key", "value", "expected"),
     [
-        (b"\x00\x0a\x00\x01g", b"\x00\x00", rec.Unknown(10, None, "unknown record type")),  # share group
-        (b"\x00\x11\x00\x01g", b"\x00\x00", rec.Unknown(17, None, "unknown record type")),  # streams group
+        (b"\x00\x12\x00\x01g", b"\x00\x00", rec.Unknown(18, None, "unknown record type")),  # never released
+        (b"\x00\x18\x00\x01g", b"\x00\x00", rec.Unknown(24, None, "unknown record type")),  # newer than 4.4
         (b"\xff\xff", b"", rec.Unknown(-1, None, "unknown record type")),
     ],
 )
@@ -389,6 +389,40 @@ def test_unknown_record_types(key: bytes, value: bytes | None, expected: rec.Unk
     assert k == expected
     assert v == expected
     assert rec.decode_value(k, None) == rec.Tombstone(expected.record_type)  # a tombstone needs no schema
+
+
+@pytest.mark.parametrize(
+    ("key", "kind", "name"),
+    [
+        (b"\x00\x0a\x00\x05share\x00\x02m1", "a share group's", "ShareGroupMemberMetadata"),
+        (b"\x00\x0b\x00\x05share", "a share group's", "ShareGroupMetadata"),
+        (b"\x00\x09\x00\x05share", "a share group's", "ShareGroupPartitionMetadata"),
+        (b"\x00\x11\x00\x05share", "a streams group's", "StreamsGroupMetadata"),
+        (b"\x00\x17\x00\x05share", "a streams group's", "StreamsGroupTopology"),
+    ],
+)
+def test_share_and_streams_records_are_named_with_their_group(key: bytes, kind: str, name: str) -> None:
+    record_type = int.from_bytes(key[:2], "big")
+    k, v = rec.decode_record(key, b"\x00\x00\x01")
+    assert k == rec.Unknown(record_type, None, f"{name}, {kind} record of group 'share': not decoded (the report "
+                                               "models consumer groups)")  # fmt: skip
+    assert isinstance(v, rec.Unknown)
+    assert v.reason.startswith(f"{name}, {kind} record: not decoded")
+    assert rec.decode_value(k, None) == rec.Tombstone(record_type)
+
+
+def test_a_share_or_streams_key_whose_group_is_cut_is_corrupt() -> None:
+    assert rec.decode_key(b"\x00\x11\x00\x09g") == rec.Corrupt("key: group: needs 9 bytes at offset 4, 1 left")
+
+
+@given(st.sampled_from(sorted(rec.NOT_DECODED)), st.text(max_size=40), st.binary(max_size=64))
+def test_a_share_or_streams_record_never_raises_and_names_its_group(record_type: int, group: str, rest: bytes) -> None:
+    encoded = group.encode()
+    key = record_type.to_bytes(2, "big") + len(encoded).to_bytes(2, "big") + encoded + rest
+    k, _ = rec.decode_record(key, rest or None)
+    assert isinstance(k, rec.Unknown)
+    assert rec.NOT_DECODED[record_type] in k.reason
+    assert repr(group) in k.reason
 
 
 def test_unknown_value_versions() -> None:

@@ -112,7 +112,8 @@ def test_a_group_metadata_tombstone() -> None:
     [
         (None, b"\x00\x00", "key: null"),
         (b"\x00", b"\x00\x00", "key: key.type: needs 2 bytes at offset 0, 1 left"),
-        (b"\x00\x11\x00\x01g", b"\x00\x00", "record type 17: unknown record type"),
+        (b"\x00\x11\x00\x01g", b"\x00\x00", "record type 17: StreamsGroupMetadata, a streams group's record of group"),
+        (b"\x00\x18\x00\x01g", b"\x00\x00", "record type 24: unknown record type"),
         (bytes.fromhex("0002000167"), b"\x00\x09", "record type 2: GroupMetadataValue version 9 not known (0-4)"),
         (bytes.fromhex("0002000167"), b"\x00\x03\x00", "GroupMetadataValue v3: protocol_type"),
     ],
