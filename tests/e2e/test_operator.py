@@ -476,7 +476,7 @@ def test_a_missing_secret_and_an_unreachable_broker_are_conditions_not_crashes(
 
 
 def test_an_image_the_chart_does_not_allow_is_refused_naming_the_field_and_never_injected(
-    kube: Kube, kafka: KafkaCluster, namespace: str
+    kube: Kube, kafka: KafkaCluster, operator: RunningOperator, namespace: str
 ) -> None:
     """Write access to a ConsumerGroup is not "run any image": another sidecar image than the release's is refused
     (the e2e release sets no `sidecar.allowedImages`), and the webhook leaves the group's pods alone."""
