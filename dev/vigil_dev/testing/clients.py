@@ -207,10 +207,23 @@ class Member:
                 self.consumer.store_offsets(msg)
 
     def close(self) -> None:
-        """Leave the group the graceful way (LeaveGroup from the client). librdkafka's close can hang for good on a
-        member vigil evicted while its revocation was pending (seen once in 4 runs on Kafka 4.4: the whole suite
-        then hung, pytest-timeout cannot interrupt a call into C): it runs on its own thread, left behind with a
-        warning after CLOSE_TIMEOUT. The test's assertions were made before."""
+        """Leave the group the graceful way (LeaveGroup from the client).
+
+        A member with rebalance callbacks (`listener`) that stopped polling (a stall) is first let poll again for a
+        moment, so that what the group did meanwhile (vigil evicted it while its revocation was pending) is served
+        in poll, as every rebalance is. Served inside close instead, librdkafka 2.16 can leave the automatic unassign
+        of confluent-kafka's rebalance callback unanswered for good, and that call holds the GIL: the whole test
+        process stopped (CI, 2026-11-27, `py-spy dump --native`: Consumer_close → rd_kafka_consumer_close →
+        Consumer_rebalance_cb → rd_kafka_assign waiting), which no timeout here or in pytest-timeout can interrupt.
+        Without callbacks confluent-kafka registers none, and a stalled member is closed as it is (polling again
+        would rejoin it: a rebalance the test did not make). The close itself runs on its own thread, left behind
+        with a warning after CLOSE_TIMEOUT. The test's assertions were made before."""
+        if self.listener and self.paused_polling.is_set() and self._thread is not None and self._thread.is_alive():
+            polled = self.polls
+            self.paused_polling.clear()
+            deadline = time.monotonic() + POLL_BEFORE_CLOSE
+            while self.polls < polled + 5 and time.monotonic() < deadline:
+                time.sleep(0.05)
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -223,6 +236,8 @@ class Member:
                               "left behind", stacklevel=2)  # fmt: skip
 
 
+POLL_BEFORE_CLOSE = 5.0
+"""How long a stalled member polls again before it closes, at most (five polls of 0.2 s serve what is pending)."""
 CLOSE_TIMEOUT = 30.0
 """How long a test member's close may take before it is left behind (librdkafka's own leave timeout is 5 s)."""
 
