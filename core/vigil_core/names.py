@@ -16,31 +16,27 @@ def _shown(value: str) -> str:
     return repr(value if len(value) <= 200 else value[:200] + "...")
 
 
+def _checked(value: str, pattern: str, longest: int, expected: str) -> str:
+    if len(value) > longest or value in (".", "..") or not re.fullmatch(pattern, value):
+        raise ValueError(f"expected {expected}, got {_shown(value)}")
+    return value
+
+
 def kubernetes_name(value: str) -> str:
     """`value` if it is an object name; ValueError saying what is expected otherwise."""
-    if len(value) > 253 or not re.fullmatch(DNS_SUBDOMAIN, value):
-        raise ValueError(
-            f"expected a Kubernetes name (lower-case letters, digits, '-' and '.', at most 253), got {_shown(value)}"
-        )
-    return value
+    return _checked(
+        value, DNS_SUBDOMAIN, 253, "a Kubernetes name (lower-case letters, digits, '-' and '.', at most 253)"
+    )
 
 
 def namespace_name(value: str) -> str:
     """`value` if it is a namespace's name; ValueError saying what is expected otherwise."""
-    if len(value) > 63 or not re.fullmatch(DNS_LABEL, value):
-        raise ValueError(
-            f"expected a namespace name (lower-case letters, digits and '-', at most 63), got {_shown(value)}"
-        )
-    return value
+    return _checked(value, DNS_LABEL, 63, "a namespace name (lower-case letters, digits and '-', at most 63)")
 
 
 def topic_name(value: str) -> str:
     """`value` if it is a Kafka topic name; ValueError saying what is expected otherwise."""
-    if len(value) > 249 or value in (".", "..") or not re.fullmatch(TOPIC, value):
-        raise ValueError(
-            f"expected a Kafka topic name (letters, digits, '.', '_' and '-', at most 249), got {_shown(value)}"
-        )
-    return value
+    return _checked(value, TOPIC, 249, "a Kafka topic name (letters, digits, '.', '_' and '-', at most 249)")
 
 
 def topic_or_off(value: str) -> str:

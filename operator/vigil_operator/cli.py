@@ -11,7 +11,6 @@ import importlib
 import logging
 import os
 import ssl
-import sys
 import tempfile
 from collections.abc import Sequence
 from typing import Any
@@ -72,17 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = operator_settings.from_flags(vars(args))
     except ConfigError as exc:
-        print(f"vigil operator: {exc}", file=sys.stderr)
-        return 2
+        return operator_settings.refused(str(exc))
     for namespace in args.watch_namespace:
         try:
             names.namespace_name(namespace)
         except ValueError as exc:
-            print(f"vigil operator: --watch-namespace: {exc}", file=sys.stderr)
-            return 2
+            return operator_settings.refused(f"--watch-namespace: {exc}")
     if (problem := preflight(settings)) is not None:
-        print(f"vigil operator: {problem}", file=sys.stderr)
-        return 2
+        return operator_settings.refused(problem)
     operator_settings.use(settings)
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig
@@ -94,8 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     refusal = asyncio.run(crd_refusal(os.environ.get("KUBECONFIG")))
     if refusal is not None:
-        print(f"vigil operator: {refusal}", file=sys.stderr)
-        return 1
+        return operator_settings.refused(refusal, code=1)
     gc.set_threshold(*GC_THRESHOLDS)
     import kopf  # noqa: PLC0415 - the operator extra, loaded only to run
 

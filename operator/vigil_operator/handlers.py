@@ -15,7 +15,6 @@ import asyncio
 import functools
 import logging
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -41,8 +40,7 @@ try:
     SETTINGS = operator_settings.configured(os.environ)
     """Read once at import: `vigil operator` hands over its validated flags before importing this module."""
 except ConfigError as _exc:  # imported by `kopf run`: a bad env var is one line and exit 2, as a bad flag is
-    print(f"vigil operator: {_exc}", file=sys.stderr)
-    raise SystemExit(2) from None
+    raise SystemExit(operator_settings.refused(str(_exc))) from None
 CR = (API_GROUP, VERSION, PLURAL)
 EXIT_WAIT = 5.0
 """Seconds the exiting operator waits for its resyncs to give way (each at its next step)."""

@@ -6,6 +6,7 @@ run`) reads the same names as `VIGIL_OPERATOR_<NAME>` env vars."""
 import ipaddress
 import os
 import socket
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
@@ -173,3 +174,10 @@ def identity(env: Mapping[str, str]) -> str:
 def configured(env: Mapping[str, str]) -> OperatorSettings:
     """The settings `vigil operator` handed over (`use`), else the ones in `env` (`from_env`)."""
     return _configured[0] if _configured else from_env(env)
+
+
+def refused(problem: str, code: int = 2) -> int:
+    """`code`, after the one stderr line a refused setting gets, however the operator was started (`vigil operator`
+    or `kopf run`)."""
+    print(f"vigil operator: {problem}", file=sys.stderr)
+    return code
