@@ -47,6 +47,8 @@ from vigil_sidecar.metrics import Metrics
 from vigil_sidecar.watchdog.state import AlertKind
 from vigil_spark import cli as report_cli
 
+DEFAULT_REPLICAS = yaml.safe_load((chart.CHART / "values.yaml").read_text())["operator"]["replicas"]
+
 pytestmark = pytest.mark.kube
 
 REPORT_ON = {"report": {"enabled": True}, "kafka": {"bootstrapServers": "kafka.shop:9092"}}
@@ -376,7 +378,7 @@ def _check_operator_command_line(objects: list[Obj], namespace: str, values: dic
     settings = OperatorSettings.model_validate(
         {n: getattr(parsed, n) for n in OperatorSettings.model_fields if getattr(parsed, n) is not None}
     )
-    replicas = values.get("operator", {}).get("replicas", 1)
+    replicas = values.get("operator", {}).get("replicas", DEFAULT_REPLICAS)
     assert not settings.standalone  # one replica or several, they elect a leader (a rolling update runs two)
     assert settings.leader_lease == values.get("operator", {}).get("leaderLease", "vigil-operator")
     # the pod name: the identity of the Lease's holder and of kopf's logs (kopf's default needs a passwd entry for
@@ -441,7 +443,7 @@ def _check_leader_election(objects: list[Obj], namespace: str, values: dict[str,
 def _check_disruption_budget(objects: list[Obj], values: dict[str, Any]) -> None:
     """With 2 replicas or more, a budget keeps one through drains and evictions (the webhook answering); with one,
     none (a budget on a single replica would block every drain)."""
-    replicas = values.get("operator", {}).get("replicas", 1)
+    replicas = values.get("operator", {}).get("replicas", DEFAULT_REPLICAS)
     budgets = find(objects, "PodDisruptionBudget")
     if replicas < 2:
         assert budgets == []
@@ -787,11 +789,23 @@ def _pod_specs(objects: list[Obj]) -> dict[str, Obj]:
 
 
 def _check_placement(objects: list[Obj], values: dict[str, Any]) -> None:
-    """nodeSelector, tolerations, affinity and priorityClassName as given, on the pods of their component only."""
+    """nodeSelector, tolerations, affinity and priorityClassName as given, on the pods of their component only; the
+    operator's replicas, given no affinity, preferably on different nodes."""
     for component, pod in _pod_specs(objects).items():
         given = values.get(component, {})
-        for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName"):
+        for key in ("nodeSelector", "tolerations", "priorityClassName"):
             assert pod.get(key) == (given.get(key) or None), (component, key)
+        assert pod.get("affinity") == (given.get("affinity") or _default_affinity(objects, component)), component
+
+
+def _default_affinity(objects: list[Obj], component: str) -> Obj | None:
+    if component != "operator":
+        return None
+    (deployment,) = find(objects, "Deployment")
+    term = {"topologyKey": "kubernetes.io/hostname", "labelSelector": deployment["spec"]["selector"]}
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": term}
+    ]}}  # fmt: skip
 
 
 def _check_host_network(tools: Tools, objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:

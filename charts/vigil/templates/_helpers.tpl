@@ -84,7 +84,8 @@ chart's appVersion. The operator's, the report's and the injected sidecar's (`--
 {{- end -}}
 {{- end -}}
 
-{{/* The pod fields every vigil pod of `component` (operator, report) shares: pull secrets and scheduling. */}}
+{{/* The pod fields every vigil pod of `component` (operator, report) shares: pull secrets and scheduling; `spread`
+(the operator's Deployment) adds the default anti-affinity when the values give none. */}}
 {{- define "vigil.podPlacement" -}}
 {{- $values := index .root.Values .component -}}
 {{- with .root.Values.imagePullSecrets }}
@@ -102,9 +103,19 @@ nodeSelector:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with $values.affinity }}
+{{- if $values.affinity }}
 affinity:
-  {{- toYaml . | nindent 2 }}
+  {{- toYaml $values.affinity | nindent 2 }}
+{{- else if .spread }}
+affinity:  # the replicas preferably on different nodes: a lost node takes one webhook server, not every one
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "vigil.operatorSelector" .root | nindent 14 }}
 {{- end }}
 {{- end -}}
 
