@@ -28,6 +28,7 @@ from cryptography import x509
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from vigil_core import names
 from vigil_core.budget import ledger
 from vigil_core.budget.ledger import RefusalCause
 from vigil_dev import ports
@@ -133,6 +134,21 @@ def test_the_values_schema_refuses_unknown_keys_at_every_object_level() -> None:
     assert loose == []
 
 
+def test_the_values_schema_checks_names_by_the_rules_vigil_checks_them_by() -> None:
+    """The chart refuses at `helm install` the names the operator would refuse at start (vigil_core.names)."""
+    schema = json.loads((chart.CHART / "values.schema.json").read_text())["properties"]
+    kafka = schema["kafka"]["properties"]
+    subdomains = [
+        schema["operator"]["properties"]["leaderLease"]["pattern"],
+        schema["imagePullSecrets"]["items"]["properties"]["name"]["pattern"],
+        kafka["sasl"]["properties"]["passwordSecret"]["properties"]["name"]["pattern"].removeprefix("^$|"),
+        kafka["tls"]["properties"]["caSecret"]["properties"]["name"]["pattern"].removeprefix("^$|"),
+    ]
+    assert subdomains == [names.DNS_SUBDOMAIN] * 4
+    topic = schema["operator"]["properties"]["eventsTopic"]
+    assert (topic["pattern"], topic["maxLength"], topic["not"]) == ("^$|" + names.TOPIC, 249, {"enum": [".", ".."]})
+
+
 def test_lint_strict_passes_on_the_default_values(tools: Tools) -> None:
     result = tools.lint()
     assert result.returncode == 0, result.output
@@ -147,6 +163,9 @@ def test_lint_strict_passes_on_the_default_values(tools: Tools) -> None:
         ({"webhook": {"failurePolicy": "Sometimes"}}, ["/webhook/failurePolicy", "Ignore", "Fail"]),
         ({"operator": {"replicas": -1}}, ["/operator/replicas", "minimum"]),
         ({"operator": {"leaderLease": "Vigil_HA"}}, ["/operator/leaderLease", "does not match"]),
+        ({"operator": {"eventsTopic": "vigil events"}}, ["/operator/eventsTopic", "does not match"]),
+        ({"operator": {"eventsTopic": ".."}}, ["/operator/eventsTopic", "'not' failed"]),
+        ({"kafka": {"tls": {"caSecret": {"name": "Kafka_CA"}}}}, ["/kafka/tls/caSecret/name", "does not match"]),
         ({"report": {"enabled": True}}, ["/kafka/bootstrapServers", "minLength"]),
         ({"kafka": {"bootstrapServers": "localhost"}}, ["/kafka/bootstrapServers", "'localhost' does not match"]),
         ({"operator": {"image": {"tag": 1}}}, ["/operator/image/tag", "got number, want string"]),
@@ -170,6 +189,9 @@ def test_lint_strict_passes_on_the_default_values(tools: Tools) -> None:
         "bad-enum",
         "negative-replicas",
         "leader-lease",
+        "events-topic",
+        "events-topic-dots",
+        "secret-name",
         "report-without-kafka",
         "no-port",
         "nested",
