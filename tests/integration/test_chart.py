@@ -48,7 +48,9 @@ from vigil_sidecar.metrics import Metrics
 from vigil_sidecar.watchdog.state import AlertKind
 from vigil_spark import cli as report_cli
 
-DEFAULT_REPLICAS = yaml.safe_load((chart.CHART / "values.yaml").read_text())["operator"]["replicas"]
+DEFAULT_VALUES: dict[str, Any] = yaml.safe_load((chart.CHART / "values.yaml").read_text())
+SCHEMA: dict[str, Any] = json.loads((chart.CHART / "values.schema.json").read_text())
+DEFAULT_REPLICAS = DEFAULT_VALUES["operator"]["replicas"]
 
 pytestmark = pytest.mark.kube
 
@@ -107,8 +109,7 @@ at their top level; below it, the apiserver checks them at install (the values m
 
 
 def test_the_values_schema_refuses_unknown_keys_at_every_object_level() -> None:
-    schema = json.loads((chart.CHART / "values.schema.json").read_text())
-    values = yaml.safe_load((chart.CHART / "values.yaml").read_text())
+    schema, values = SCHEMA, DEFAULT_VALUES
     loose: list[str] = []
 
     def walk(node: dict[str, Any], value: Any, path: str) -> None:
@@ -136,7 +137,7 @@ def test_the_values_schema_refuses_unknown_keys_at_every_object_level() -> None:
 
 def test_the_values_schema_checks_names_by_the_rules_vigil_checks_them_by() -> None:
     """The chart refuses at `helm install` the names the operator would refuse at start (vigil_core.names)."""
-    schema = json.loads((chart.CHART / "values.schema.json").read_text())["properties"]
+    schema = SCHEMA["properties"]
     kafka = schema["kafka"]["properties"]
     subdomains = [
         schema["operator"]["properties"]["leaderLease"]["pattern"],
