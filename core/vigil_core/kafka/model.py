@@ -22,17 +22,21 @@ GROUP_HEARTBEAT_CONFIG = "consumer.heartbeat.interval.ms"
 class GroupType(StrEnum):
     CLASSIC = "classic"
     CONSUMER = "consumer"  # KIP-848
+    SHARE = "share"  # KIP-932: no member-removal API, records return after their acquisition lock
+    STREAMS = "streams"  # KIP-1071: no member-removal API
     UNKNOWN = "unknown"
 
 
 class GroupState(StrEnum):
-    """Union of classic and KIP-848 states as the broker names them."""
+    """Union of the classic, KIP-848, share and streams groups' states as the broker names them."""
 
     STABLE = "Stable"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
     RECONCILING = "Reconciling"
     ASSIGNING = "Assigning"
+    NOT_READY = "NotReady"
+    """A streams group whose topology cannot run yet (source topics missing)."""
     EMPTY = "Empty"
     DEAD = "Dead"
     UNKNOWN = "Unknown"

@@ -68,6 +68,8 @@ class Departures:
         their instance id is released already (ConsumerGroupDescribe, asked only then). The StatefulSet is read only
         when a static member's pod is gone. Each removal or release (with its budget record) is a step: none begins
         once `stop` is set."""
+        if facts.view.type in (GroupType.SHARE, GroupType.STREAMS):
+            return  # no Kafka API removes their members: they leave at their session timeout
         sightings = self.sightings.get(uid, {})
         replicas = None
         if departures.needs_replicas(spec, sightings, pods) and spec.workload.name:
