@@ -352,7 +352,7 @@ class GroupClient:
         """
         if not member_id:
             raise ValueError("remove_member needs the observed member id (remove_departed_static is for scale-down)")
-        if group_type in (GroupType.SHARE, GroupType.STREAMS):
+        if not model.removable(group_type):
             return dataclasses.replace(
                 classify(Api.LEAVE_GROUP, _UNSUPPORTED_VERSION),
                 message=f"no Kafka API removes a member of a {group_type.value} group: restart its app instead",

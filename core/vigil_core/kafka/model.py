@@ -60,6 +60,12 @@ def by_name(kind: type[E], value: object, default: E) -> E:
     return default
 
 
+def removable(group_type: GroupType) -> bool:
+    """Whether Kafka has an API that removes one of the group's members: LeaveGroup (classic, KIP-848 from 4.0).
+    Share and streams groups have none: their members leave at their session timeout, or when their app restarts."""
+    return group_type not in (GroupType.SHARE, GroupType.STREAMS)
+
+
 def needs_consumer_group_describe(group_type: GroupType, reported: GroupState) -> bool:
     """librdkafka's describe names no KIP-848 state but Stable, Empty and Dead: Assigning and Reconciling come back
     Unknown (librdkafka `rd_kafka_consumer_group_state_code`). Only then is ConsumerGroupDescribe asked."""
