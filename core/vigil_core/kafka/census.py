@@ -9,11 +9,13 @@ what `GroupClient` gives for the same group (`census_plan` says how); a group th
 naming the broker and the request that failed.
 
 Request budget of one round (B brokers; per coordinator c: its asked classic groups with members k_c, KIP-848
-groups n_c, groups that exist g_c, leaders L_c of its groups' assigned partitions; chunk = GROUPS_PER_REQUEST, 500):
+groups n_c, share and streams groups with members s_c and t_c, groups that exist g_c (share groups left out), leaders
+L_c of its groups' assigned partitions; chunk = GROUPS_PER_REQUEST, 500):
 
     requests = B                                   ListGroups, one per broker
              + Σ_c ⌈k_c/chunk⌉                     DescribeGroups (classic groups listed Empty or Dead need none)
              + Σ_c ⌈n_c/chunk⌉                     ConsumerGroupDescribe
+             + Σ_c (⌈s_c/chunk⌉ + ⌈t_c/chunk⌉)     ShareGroupDescribe, StreamsGroupDescribe (those with members)
              + Σ_c ⌈g_c/chunk⌉                     OffsetFetch v8+ (many groups per request)
              + Σ_c ⌈n_c/chunk⌉                     DescribeConfigs of the KIP-848 groups (their timings)
              + Σ_c (1 Metadata + L_c ListOffsets)  when c's groups have assigned partitions
@@ -103,9 +105,11 @@ class Census:
             return {}
         classic = [ex.start(ex.describe_classic(node, batch)) for batch in todo.classic]
         consumer = [ex.start(ex.describe_consumer(node, batch)) for batch in todo.consumer]
+        share = [ex.start(ex.describe_share(node, batch)) for batch in todo.share]
+        streams = [ex.start(ex.describe_streams(node, batch)) for batch in todo.streams]
         offsets = [ex.start(ex.committed(node, batch)) for batch in todo.offsets]
         configs = [ex.start(ex.group_configs(node, batch)) for batch in todo.configs]
-        described = plan.merge_batches([await b for b in classic + consumer])
+        described = plan.merge_batches([await b for b in classic + consumer + share + streams])
         ends = await self._end_offsets(ex, node, plan.views(todo, described).values())
         committed = plan.merge_batches([await b for b in offsets])
         timings = plan.merge_batches([await b for b in configs])

@@ -10,7 +10,8 @@ What an observation must equal, and why the plan can leave requests out:
   back to DescribeGroups; a group no coordinator knows comes back Dead, type classic, no assignor, no members, at
   the coordinator FindCoordinator names (measured on Kafka 4.1). A classic group listed Empty or Dead has no members
   and no protocol to describe (the coordinator answers an empty protocol for both), so it needs no DescribeGroups.
-  A listed group of another type (share, streams) is described by librdkafka as not found too: Dead, classic.
+  A share or streams group, which librdkafka describes as not found (Dead, classic), is described by
+  ShareGroupDescribe or StreamsGroupDescribe, as `GroupClient.describe` then asks them too.
 - `GroupClient.committed_offsets`: OffsetFetch with require_stable, every partition the group committed for.
 - `GroupClient.end_offsets` of the partitions the members are assigned: ListOffsets read_committed latest (the LSO).
 - `GroupClient.group_timings` for a KIP-848 group: DescribeConfigs of the GROUP resource.
@@ -249,17 +250,23 @@ class CoordinatorPlan:
     """DescribeGroups batches: classic groups that may have members."""
     consumer: tuple[tuple[str, ...], ...]
     """ConsumerGroupDescribe batches: every KIP-848 group (its epoch and assignor, even Empty)."""
+    share: tuple[tuple[str, ...], ...]
+    """ShareGroupDescribe batches: share groups that may have members."""
+    streams: tuple[tuple[str, ...], ...]
+    """StreamsGroupDescribe batches: streams groups that may have members."""
     offsets: tuple[tuple[str, ...], ...]
     """OffsetFetch batches: every group that exists."""
     configs: tuple[tuple[str, ...], ...]
     """DescribeConfigs batches: the KIP-848 groups' timings."""
     settled: Mapping[str, GroupView]
-    """Groups described by the listing alone: classic Empty or Dead, and other types (Dead, as describe says)."""
+    """Groups described by the listing alone: classic, share and streams groups listed Empty or Dead, and types
+    vigil does not know (Dead, as describe says)."""
     types: Mapping[str, GroupType]
 
     @property
     def requests(self) -> int:
-        return len(self.classic) + len(self.consumer) + len(self.offsets) + len(self.configs)
+        described = len(self.classic) + len(self.consumer) + len(self.share) + len(self.streams)
+        return described + len(self.offsets) + len(self.configs)
 
     @property
     def fetched(self) -> frozenset[str]:
@@ -269,33 +276,39 @@ class CoordinatorPlan:
 
 def plan(node: int, listed: Sequence[ListedGroup], size: int = GROUPS_PER_REQUEST) -> CoordinatorPlan:
     """The batched requests for the groups `node` lists: a classic group with members is described by
-    DescribeGroups, a KIP-848 one by ConsumerGroupDescribe (and DescribeConfigs for its timings); a classic group
-    listed Empty or Dead by its listing alone. Every group that exists gets its offsets fetched; a listed group of
-    another type (share, streams) is what describe calls it, not found, and has nothing committed as a consumer
-    group."""
+    DescribeGroups, a KIP-848 one by ConsumerGroupDescribe (and DescribeConfigs for its timings), a share or streams
+    group with members by its own describe; a classic, share or streams group listed Empty or Dead by its listing
+    alone. Every group that exists gets its offsets fetched but share groups, whose offsets are kept apart
+    (`__share_group_state`: OffsetFetch answers none); a listed group of a type vigil does not know is what describe
+    calls it, not found."""
     classic: list[str] = []
     consumer: list[str] = []
+    share: list[str] = []
+    streams: list[str] = []
     offsets: list[str] = []
     settled: dict[str, GroupView] = {}
     types: dict[str, GroupType] = {}
+    described_by = {GroupType.CLASSIC: classic, GroupType.SHARE: share, GroupType.STREAMS: streams}
     for group in listed:
         kind = types[group.group_id] = listed_type(group)
         state = model.by_name(GroupState, group.state, GroupState.UNKNOWN)
         if kind is GroupType.CONSUMER:
             consumer.append(group.group_id)
-        elif kind is not GroupType.CLASSIC:
+        elif kind not in described_by:
             settled[group.group_id] = not_found(group.group_id, node)
             continue
         elif state in (GroupState.EMPTY, GroupState.DEAD):
             settled[group.group_id] = GroupView(group.group_id, state, kind, "", node, ())
         else:
-            classic.append(group.group_id)
-        if state is not GroupState.DEAD:
+            described_by[kind].append(group.group_id)
+        if state is not GroupState.DEAD and kind is not GroupType.SHARE:
             offsets.append(group.group_id)
     return CoordinatorPlan(
         node=node,
         classic=chunks(classic, size),
         consumer=chunks(consumer, size),
+        share=chunks(share, size),
+        streams=chunks(streams, size),
         offsets=chunks(offsets, size),
         configs=chunks(consumer, size),
         settled=settled,

@@ -217,6 +217,15 @@ class GroupClient:
             for m in desc.members
         )
         reported = model.by_name(GroupState, desc.state, GroupState.UNKNOWN)
+        if group_type is GroupType.CLASSIC and reported is GroupState.DEAD and not members and self.wire_made:
+            # librdkafka describes share and streams groups as not found: their own describes say what they are. A
+            # client with its wire on demand (the sidecar) asks them once the wire is made — the sidecar makes it
+            # at half a stall timeout, before it can act — not to load kafka-python for every group not yet there
+            other = self._wire.other_type(desc.coordinator.id, group_id)
+            if other is not None:
+                kind, typed = other
+                state = model.by_name(GroupState, typed.state, GroupState.UNKNOWN)
+                return GroupView(group_id, state, kind, typed.assignor, desc.coordinator.id, typed.members)
         described = None  # ConsumerGroupDescribe names the KIP-848 states librdkafka reports as Unknown
         if model.needs_consumer_group_describe(group_type, reported):
             answer = self._wire.consumer_group(desc.coordinator.id, group_id)
@@ -345,6 +354,11 @@ class GroupClient:
         """
         if not member_id:
             raise ValueError("remove_member needs the observed member id (remove_departed_static is for scale-down)")
+        if not model.removable(group_type):
+            return dataclasses.replace(
+                classify(Api.LEAVE_GROUP, _UNSUPPORTED_VERSION),
+                message=f"no Kafka API removes a member of a {group_type.value} group: restart its app instead",
+            )
         if group_type is GroupType.CONSUMER and self._wire.broker_version() < KIP848_REMOVAL_SINCE:
             return dataclasses.replace(
                 classify(Api.LEAVE_GROUP, _UNSUPPORTED_VERSION),

@@ -22,17 +22,21 @@ GROUP_HEARTBEAT_CONFIG = "consumer.heartbeat.interval.ms"
 class GroupType(StrEnum):
     CLASSIC = "classic"
     CONSUMER = "consumer"  # KIP-848
+    SHARE = "share"  # KIP-932: no member-removal API, records return after their acquisition lock
+    STREAMS = "streams"  # KIP-1071: no member-removal API
     UNKNOWN = "unknown"
 
 
 class GroupState(StrEnum):
-    """Union of classic and KIP-848 states as the broker names them."""
+    """Union of the classic, KIP-848, share and streams groups' states as the broker names them."""
 
     STABLE = "Stable"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
     RECONCILING = "Reconciling"
     ASSIGNING = "Assigning"
+    NOT_READY = "NotReady"
+    """A streams group whose topology cannot run yet (source topics missing)."""
     EMPTY = "Empty"
     DEAD = "Dead"
     UNKNOWN = "Unknown"
@@ -54,6 +58,12 @@ def by_name(kind: type[E], value: object, default: E) -> E:
         if str(member.value).replace("_", "").lower() == name or member.name.replace("_", "").lower() == name:
             return member
     return default
+
+
+def removable(group_type: GroupType) -> bool:
+    """Whether Kafka has an API that removes one of the group's members: LeaveGroup (classic, KIP-848 from 4.0).
+    Share and streams groups have none: their members leave at their session timeout, or when their app restarts."""
+    return group_type not in (GroupType.SHARE, GroupType.STREAMS)
 
 
 def needs_consumer_group_describe(group_type: GroupType, reported: GroupState) -> bool:

@@ -15,7 +15,7 @@ mean. Transport failures become `outcomes.TRANSPORT_ERROR`.
 """
 
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
@@ -41,6 +41,7 @@ from vigil_core.kafka.model import (
     GROUP_CONFIG_SOURCE,
     GROUP_HEARTBEAT_CONFIG,
     GROUP_SESSION_CONFIG,
+    GroupType,
     MemberView,
     TopicPartitionRef,
 )
@@ -65,6 +66,22 @@ class ConsumerGroupDescribeRequest(ApiMessage, load_json=messages):  # type: ign
 
 
 class ConsumerGroupDescribeResponse(ApiMessage, load_json=messages):  # type: ignore[call-arg,misc]
+    pass
+
+
+class ShareGroupDescribeRequest(ApiMessage, load_json=messages):  # type: ignore[call-arg,misc]
+    pass
+
+
+class ShareGroupDescribeResponse(ApiMessage, load_json=messages):  # type: ignore[call-arg,misc]
+    pass
+
+
+class StreamsGroupDescribeRequest(ApiMessage, load_json=messages):  # type: ignore[call-arg,misc]
+    pass
+
+
+class StreamsGroupDescribeResponse(ApiMessage, load_json=messages):  # type: ignore[call-arg,misc]
     pass
 
 
@@ -267,6 +284,27 @@ class GroupWire:
         left = frozenset(m.member_id for m in group.members or () if m.member_epoch == LEAVE_STATIC_MEMBER_EPOCH)
         return ConsumerGroupAnswer(int(group.error_code), str(group.group_state or ""), left)
 
+    def other_type(self, coordinator: int, group_id: str) -> tuple[GroupType, Description] | None:
+        """A group librdkafka calls Dead as a share or streams group, as their own describes show it (Kafka 4.1+);
+        None when it is neither (or the broker has neither API)."""
+        versions = self.api_versions()
+        asks = [
+            (GroupType.STREAMS, _STREAMS_GROUP_DESCRIBE, StreamsGroupDescribeRequest, _streams_groups),
+            (GroupType.SHARE, _SHARE_GROUP_DESCRIBE, ShareGroupDescribeRequest, _share_groups),
+        ]
+        for kind, (api_key, version), message, read in asks:
+            if versions.get(api_key, (0, -1))[1] < version:
+                continue
+            request = message(group_ids=[group_id], include_authorized_operations=False)
+            try:
+                answer = read(self._send(request, coordinator))
+            except (*_TRANSPORT, kafka.errors.IncompatibleBrokerVersion):
+                return None
+            described = answer.get(group_id)
+            if described is not None and described.code == 0:
+                return kind, described
+        return None
+
     def subscriptions(self, coordinator: int, group_id: str) -> dict[str, tuple[str, ...]]:
         """member id -> subscribed topics, decoded from the classic consumer protocol metadata."""
         try:
@@ -297,6 +335,9 @@ MAX_IN_FLIGHT: Final = 4
 reads a connection's requests one at a time anyway, so more would gain nothing."""
 
 _UNSUPPORTED_VERSION: Final = code_of("UNSUPPORTED_VERSION")
+_SHARE_GROUP_DESCRIBE: Final = (77, 1)
+"""ShareGroupDescribe's API key and the one version vigil reads (v0 was 4.0's early access, removed in 4.1)."""
+_STREAMS_GROUP_DESCRIBE: Final = (89, 0)
 _GROUP_RESOURCE: Final = 32
 """ConfigResource.Type.GROUP (Kafka 4.0+)."""
 _LATEST: Final = -1
@@ -416,6 +457,17 @@ class Exchange:
         """ConsumerGroupDescribe for many KIP-848 groups: state, epochs, members and their current assignments."""
         request = ConsumerGroupDescribeRequest(group_ids=list(group_ids), include_authorized_operations=False)
         return await self._batch(Api.DESCRIBE_GROUP, node, request, _consumer_groups)
+
+    async def describe_share(self, node: int, group_ids: Sequence[str]) -> Batch[Description]:
+        """ShareGroupDescribe v1 (Kafka 4.1+) for many share groups: state, epoch, members and their assignments."""
+        request = ShareGroupDescribeRequest(group_ids=list(group_ids), include_authorized_operations=False)
+        return await self._batch(Api.DESCRIBE_GROUP, node, request, _share_groups)
+
+    async def describe_streams(self, node: int, group_ids: Sequence[str]) -> Batch[Description]:
+        """StreamsGroupDescribe v0 (Kafka 4.1+) for many streams groups: state, epoch, members and the partitions
+        their active tasks read."""
+        request = StreamsGroupDescribeRequest(group_ids=list(group_ids), include_authorized_operations=False)
+        return await self._batch(Api.DESCRIBE_GROUP, node, request, _streams_groups)
 
     async def committed(self, node: int, group_ids: Sequence[str]) -> Batch[Offsets]:
         """OffsetFetch for many groups (v8+), require_stable, every partition (Topics null). Capped at v9: v10 names
@@ -558,6 +610,59 @@ def _consumer_groups(response: Any) -> dict[str, Description]:
             message=str(g.error_message or ""),
         )
     return out
+
+
+def _share_groups(response: Any) -> dict[str, Description]:
+    return {
+        str(g.group_id): Description(
+            code=int(g.error_code),
+            state=str(g.group_state or ""),
+            assignor=str(g.assignor_name or ""),
+            members=tuple(_member(m, None, _owned(m.assignment)) for m in g.members or ()),
+            epoch=int(g.group_epoch),
+            member_epochs={str(m.member_id): int(m.member_epoch) for m in g.members or ()},
+            message=str(g.error_message or ""),
+        )
+        for g in response.groups
+    }
+
+
+def _streams_groups(response: Any) -> dict[str, Description]:
+    out: dict[str, Description] = {}
+    for g in response.groups:
+        reads = _task_topics(g.topology)
+        members = tuple(_member(m, m.instance_id, _active(m.assignment, reads)) for m in g.members or ())
+        out[str(g.group_id)] = Description(
+            code=int(g.error_code),
+            state=str(g.group_state or ""),
+            members=members,
+            epoch=int(g.group_epoch),
+            member_epochs={str(m.member_id): int(m.member_epoch) for m in g.members or ()},
+            message=str(g.error_message or ""),
+        )
+    return out
+
+
+def _task_topics(topology: Any) -> dict[str, tuple[str, ...]]:
+    """subtopology id -> the topics its tasks read (source and repartition-source topics): task (s, p) reads
+    partition p of each."""
+    return {
+        str(s.subtopology_id): tuple(
+            sorted({*map(str, s.source_topics), *(str(t.name) for t in s.repartition_source_topics)})
+        )
+        for s in (topology.subtopologies or () if topology is not None else ())
+    }
+
+
+def _active(assignment: Any, reads: Mapping[str, tuple[str, ...]]) -> tuple[TopicPartitionRef, ...]:
+    """The partitions a streams member's active tasks read (standby and warm-up tasks read only changelogs)."""
+    owned = {
+        TopicPartitionRef(topic, int(p))
+        for task in assignment.active_tasks
+        for p in task.partitions
+        for topic in reads.get(str(task.subtopology_id), ())
+    }
+    return tuple(sorted(owned))
 
 
 def _offsets(response: Any) -> dict[str, Offsets]:

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from vigil_core import events
 from vigil_core.budget import lease_api, ledger
 from vigil_core.budget.lease_api import BudgetUnavailable
+from vigil_core.kafka import model
 from vigil_core.kafka.model import GroupType
 from vigil_core.kafka.outcomes import Reaction
 from vigil_core.kafka.security import KafkaConnection
@@ -68,6 +69,8 @@ class Departures:
         their instance id is released already (ConsumerGroupDescribe, asked only then). The StatefulSet is read only
         when a static member's pod is gone. Each removal or release (with its budget record) is a step: none begins
         once `stop` is set."""
+        if not model.removable(facts.view.type):
+            return  # share and streams groups: their members leave at their session timeout
         sightings = self.sightings.get(uid, {})
         replicas = None
         if departures.needs_replicas(spec, sightings, pods) and spec.workload.name:

@@ -43,6 +43,7 @@ Guardrails, all here in the pure core:
 from collections.abc import Sequence
 
 from vigil_core import identity
+from vigil_core.kafka import model
 from vigil_core.kafka.model import GroupView, MemberView
 from vigil_core.kafka.outcomes import Outcome, Reaction
 from vigil_core.liveness import StallAction
@@ -358,7 +359,7 @@ def _act(  # noqa: PLR0911 - one return per guardrail
     if not retrying:
         state = state.with_acted(member.member_id, now)
     state = state.without_alerts(_COOLDOWN_ALERT)
-    action = StallAction.ALERT if state.escalation >= 2 else cfg.action  # evictions keep being undone
+    action, reason = _chosen(state, reason)
     match action:
         case StallAction.LEAVE_GROUP:
             attempts = 1 if state.episode is None else state.episode.attempts + 1
@@ -370,6 +371,18 @@ def _act(  # noqa: PLR0911 - one return per guardrail
         case StallAction.ALERT:
             message = f"Member {member.member_id!r} of pod {cfg.pod_name!r} is stalled: {reason}"
             return state.with_handled(), [Alert(AlertKind.STALL, message)], False
+
+
+def _chosen(state: WatchdogState, reason: str) -> tuple[StallAction, str]:
+    """The configured action, but an alert once evictions keep being undone, and a restart where no Kafka API
+    removes a member (share and streams groups)."""
+    if state.escalation >= 2:
+        return StallAction.ALERT, reason
+    view = state.view
+    if state.config.action is StallAction.LEAVE_GROUP and view is not None and not model.removable(view.type):
+        unremovable = f"a restart, as no Kafka API removes a member of a {view.type.value} group"
+        return StallAction.RESTART, f"{reason}; {unremovable}"
+    return state.config.action, reason
 
 
 def _wake(state: WatchdogState, now: float, cooldown_end: float | None, deadline: float) -> float:

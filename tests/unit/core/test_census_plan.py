@@ -42,31 +42,38 @@ def member(member_id: str, *assigned: TopicPartitionRef, instance: str | None = 
 
 # -- planning ---------------------------------------------------------------------------------------------------
 
-# (case, listed state, listed type, in DescribeGroups, in ConsumerGroupDescribe + DescribeConfigs, OffsetFetch,
-#  the view its listing alone settles or None)
+# (case, listed state, listed type, the describe batch it is in (None: none), OffsetFetch, the view its listing alone
+#  settles or None)
 PLANS = [
-    ("classic Stable: described", "Stable", "classic", True, False, True, None),
-    ("classic join phase: described", "PreparingRebalance", "classic", True, False, True, None),
-    ("classic sync phase: described", "CompletingRebalance", "classic", True, False, True, None),
-    ("classic Empty: offsets only", "Empty", "classic", False, False, True, (S.EMPTY, T.CLASSIC)),
-    ("classic Dead: nothing to ask", "Dead", "classic", False, False, False, (S.DEAD, T.CLASSIC)),
-    ("KIP-848 Stable", "Stable", "consumer", False, True, True, None),
-    ("KIP-848 Empty: still described (epoch, assignor)", "Empty", "consumer", False, True, True, None),
-    ("KIP-848 Reconciling", "Reconciling", "consumer", False, True, True, None),
-    ("a broker before ListGroups v5: classic", "Stable", "", True, False, True, None),
-    ("a share group: not found, as describe says", "Stable", "share", False, False, False, (S.DEAD, T.CLASSIC)),
-    ("a streams group: not found, as describe says", "Empty", "streams", False, False, False, (S.DEAD, T.CLASSIC)),
+    ("classic Stable: described", "Stable", "classic", "classic", True, None),
+    ("classic join phase: described", "PreparingRebalance", "classic", "classic", True, None),
+    ("classic sync phase: described", "CompletingRebalance", "classic", "classic", True, None),
+    ("classic Empty: offsets only", "Empty", "classic", None, True, (S.EMPTY, T.CLASSIC)),
+    ("classic Dead: nothing to ask", "Dead", "classic", None, False, (S.DEAD, T.CLASSIC)),
+    ("KIP-848 Stable", "Stable", "consumer", "consumer", True, None),
+    ("KIP-848 Empty: still described (epoch, assignor)", "Empty", "consumer", "consumer", True, None),
+    ("KIP-848 Reconciling", "Reconciling", "consumer", "consumer", True, None),
+    ("a broker before ListGroups v5: classic", "Stable", "", "classic", True, None),
+    ("share Stable: described, no OffsetFetch (its offsets are kept apart)", "Stable", "share", "share", False, None),
+    ("share Empty: its listing", "Empty", "share", None, False, (S.EMPTY, T.SHARE)),
+    ("streams Stable: described, offsets fetched", "Stable", "streams", "streams", True, None),
+    ("streams NotReady: described", "NotReady", "streams", "streams", True, None),
+    ("streams Empty: offsets only", "Empty", "streams", None, True, (S.EMPTY, T.STREAMS)),
+    ("streams Dead: nothing to ask", "Dead", "streams", None, False, (S.DEAD, T.STREAMS)),
+    ("a type vigil does not know: not found, as describe says", "Stable", "future", None, False, (S.DEAD, T.CLASSIC)),
 ]
+BATCHES = ("classic", "consumer", "share", "streams")
 
 
 @pytest.mark.parametrize(("listed", "expected"), [((c[1], c[2]), c[3:]) for c in PLANS], ids=[c[0] for c in PLANS])
 def test_plan_asks_each_group_what_describe_needs(
-    listed: tuple[str, str], expected: tuple[bool, bool, bool, tuple[GroupState, GroupType] | None]
+    listed: tuple[str, str], expected: tuple[str | None, bool, tuple[GroupState, GroupType] | None]
 ) -> None:
-    described, consumer, fetched, settled = expected
+    batch, fetched, settled = expected
     todo = plan.plan(7, [ListedGroup("g", *listed)])
-    assert ("g",) in todo.classic if described else not todo.classic
-    assert ("g",) in todo.consumer if consumer else not todo.consumer
+    assert {name: getattr(todo, name) for name in BATCHES} == {
+        name: ((("g",),) if name == batch else ()) for name in BATCHES
+    }
     assert todo.configs == todo.consumer
     assert ("g" in todo.fetched) is fetched
     if settled is None:
@@ -102,8 +109,8 @@ def test_chunks_refuse_an_empty_batch_size() -> None:
         plan.chunks([1], 0)
 
 
-_STATES = st.sampled_from(["Stable", "Empty", "Dead", "PreparingRebalance", "Reconciling", "Assigning"])
-_TYPES = st.sampled_from(["classic", "consumer", "", "share"])
+_STATES = st.sampled_from(["Stable", "Empty", "Dead", "PreparingRebalance", "Reconciling", "Assigning", "NotReady"])
+_TYPES = st.sampled_from(["classic", "consumer", "", "share", "streams", "future"])
 _LISTED = st.lists(st.builds(ListedGroup, st.text("abcdef", min_size=1, max_size=4), _STATES, _TYPES), max_size=40)
 
 
@@ -114,14 +121,15 @@ def test_every_listed_group_is_described_or_settled_once_and_requests_grow_with_
 ) -> None:
     unique = list({g.group_id: g for g in listed}.values())
     todo = plan.plan(3, unique, size)
-    described = [g for b in todo.classic + todo.consumer for g in b]
+    described = [g for b in todo.classic + todo.consumer + todo.share + todo.streams for g in b]
     assert sorted(described + list(todo.settled)) == sorted(g.group_id for g in unique)
     assert len(set(described)) == len(described)
     assert todo.fetched <= set(todo.types)
     assert all(v.coordinator_id == 3 for v in todo.settled.values())
-    # the budget: per kind of request, one per `size` groups at most; the kinds are four
+    # the budget: per kind of request, one per `size` groups at most; the kinds are six (four describes)
     batches = math.ceil(len(unique) / size)
-    assert todo.requests <= 4 * batches
+    assert todo.requests <= 6 * batches
+    assert not todo.fetched & {g.group_id for g in unique if g.type == "share"}  # share offsets are kept apart
     assert len(todo.offsets) == math.ceil(len(todo.fetched) / size)
 
 

@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from vigil_core.kafka import retry, wire
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
+from vigil_core.kafka.model import GroupType
 from vigil_core.kafka.outcomes import APP_POLLED, TRANSPORT_ERROR, Reaction, code_of
 from vigil_core.kafka.security import KafkaConnection
 
@@ -231,6 +232,15 @@ def test_an_eviction_that_lands_on_the_retry_is_done() -> None:
     outcome = h.client.remove_member(GROUP, "m-1", "i-1", "no poll", proceed=lambda: True)
     assert outcome.reaction is Reaction.DONE
     assert [node for call, node in h.wire.calls if call == "leave"] == [1, 2]
+
+
+@pytest.mark.parametrize("group_type", [GroupType.SHARE, GroupType.STREAMS])
+def test_no_removal_is_sent_for_a_member_of_a_share_or_streams_group(group_type: GroupType) -> None:
+    h = harness(coordinators=[(NONE, 1)], answers=[NONE])
+    outcome = h.client.remove_member(GROUP, "m-1", None, "no poll", group_type=group_type, proceed=lambda: True)
+    assert outcome.reaction is not Reaction.DONE
+    assert f"no Kafka API removes a member of a {group_type.value} group" in outcome.message
+    assert h.wire.calls == []
 
 
 # -- AdminClient requests --------------------------------------------------------------------------------------

@@ -454,6 +454,28 @@ def test_restart_action_flips_the_probe_once() -> None:
     )
 
 
+@pytest.mark.parametrize("group_type", [GroupType.SHARE, GroupType.STREAMS])
+def test_a_stalled_member_of_a_group_without_a_removal_api_is_restarted_instead(group_type: GroupType) -> None:
+    """Action leave-group on a share or streams group: no Kafka API removes one of its members, so the sidecar fails
+    the app's probe (a restart), saying why; a classic group in the same steps is evicted (STALL_EVICTED)."""
+
+    def typed() -> DescribeResult:
+        return DescribeResult(GroupView("g", GroupState.STABLE, group_type, "", 1, (OURS, OTHER)))
+
+    reason = f"{wd.stall_reason(30.1, 30.0)}; a restart, as no Kafka API removes a member of a {group_type.value} group"
+    run(
+        [
+            (0.0, TICK, [LookupCoordinator()]),
+            (0.1, CoordinatorResult(1), [Wait(5.1)]),
+            (1.0, beacon(), [Describe()]),
+            (1.1, typed(), [Wait(6.1)]),
+            (31.0, TICK, [Describe()]),
+            (31.1, typed(), [Restart("pod-0-a", None, reason), WAIT]),
+            (36.0, TICK, [WAIT]),
+        ]
+    )
+
+
 def test_alert_action_and_cooldown_per_member() -> None:
     """Action `alert` keeps the member: a second stall within the cooldown waits for its end (one alert), then acts."""
     config = replace(CFG, action=StallAction.ALERT)

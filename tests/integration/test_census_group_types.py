@@ -1,0 +1,92 @@
+"""Share groups (KIP-932) on the real broker: the census describes them by their own API (ShareGroupDescribe) as
+`GroupClient.describe` does, with their type, state and members, and nothing is sent to remove one of their members
+(no Kafka API does). Streams groups are read by the same path (StreamsGroupDescribe); their decoding is covered by
+tests/unit/core/test_wire_group_types.py until the suite has a Kafka Streams app."""
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import ShareConsumer
+
+from vigil_core.kafka.census import Census
+from vigil_core.kafka.census_plan import Observation
+from vigil_core.kafka.group_client import GroupClient
+from vigil_core.kafka.model import GroupState, GroupType, GroupView, TopicPartitionRef
+from vigil_core.kafka.outcomes import Reaction
+from vigil_core.kafka.wire import GroupWire
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing import clients
+from vigil_dev.testing.waiting import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.kafka_min("4.2")]  # share groups on by default from 4.2's format
+
+PARTITIONS = 2
+
+
+class Sharer:
+    """A share-group member that polls until closed (a share member that stops polling is removed)."""
+
+    def __init__(self, kafka: KafkaCluster, group: str, topic: str) -> None:
+        config = kafka.connection().confluent_config() | clients.QUIET | {"group.id": group}
+        self._consumer = ShareConsumer(config)
+        self._consumer.subscribe([topic])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"share-{group}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._consumer.poll(0.2)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._consumer.close()
+
+
+@pytest.fixture
+def share_group(kafka: KafkaCluster) -> Iterator[tuple[str, str]]:
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("share"), partitions=PARTITIONS)
+    clients.produce_spread(conn, topic, [f"r{i}" for i in range(10)], PARTITIONS)
+    group = clients.unique("g-share")
+    member = Sharer(kafka, group, topic)
+    try:
+        yield group, topic
+    finally:
+        member.close()
+
+
+def test_a_share_group_is_observed_by_type_as_group_client_describes_it(
+    kafka: KafkaCluster, share_group: tuple[str, str]
+) -> None:
+    group, topic = share_group
+    client, wire = GroupClient(kafka.connection()), GroupWire(kafka.connection())
+    try:
+        view = wait_for(lambda: client.describe(group, subscriptions=False),
+                        lambda v: v.state is GroupState.STABLE and len(v.members) == 1 and v.members[0].assignment,
+                        timeout=60, what=f"{group} Stable with its member assigned")  # fmt: skip
+        assert view.type is GroupType.SHARE
+        assert view.members[0].assignment == tuple(TopicPartitionRef(topic, p) for p in range(PARTITIONS))
+
+        def observed() -> GroupView | None:
+            seen = Census(wire).round([group]).groups[group]
+            return seen.view if isinstance(seen, Observation) else None
+
+        wait_for(observed, lambda v: v == client.describe(group, subscriptions=False), timeout=30,
+                 what="the census and the client agree")  # fmt: skip
+        seen = Census(wire).round([group]).groups[group]
+        assert isinstance(seen, Observation), seen
+        assert seen.committed == {}  # a share group's offsets are kept apart: no OffsetFetch
+        assert set(seen.end_offsets) == set(view.members[0].assignment)
+        assert seen.group_epoch is not None
+
+        member = view.members[0]
+        outcome = client.remove_member(group, member.member_id, None, "test", group_type=view.type)
+        assert outcome.reaction is not Reaction.DONE
+        assert "no Kafka API removes a member of a share group" in outcome.message
+        assert [m.member_id for m in client.describe(group, subscriptions=False).members] == [member.member_id]
+    finally:
+        client.close()
+        wire.close()
