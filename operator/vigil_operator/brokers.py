@@ -311,7 +311,7 @@ class Brokers:
                     limits = limits.for_group(result.timings.session_ms, result.timings.heartbeat_ms)
                     group_configs = True
             found[group_id] = GroupFacts(cluster.cluster_id, result.view, result.committed, result.end_offsets, limits,
-                                         group_configs, result.group_epoch)  # fmt: skip
+                                         group_configs, result.group_epoch, result.share_lag)  # fmt: skip
         return found
 
     def close(self) -> None:

@@ -87,7 +87,9 @@ class OperatorMetrics:
         self.group_lag = Gauge(
             "vigil_operator_consumergroup_lag",
             "Committed lag at the last resync: over the members' assigned partitions, the read_committed end offset"
-            " minus the committed offset, summed (absent when unknown)", GROUP_LABELS, registry=self.registry,
+            " minus the committed offset, summed; for a share group, the records not yet delivered and acknowledged"
+            " as the broker counts them (KIP-1226, Kafka 4.4+) (absent when unknown)", GROUP_LABELS,
+            registry=self.registry,
         )  # fmt: skip
         self.group_rebalances = Counter(
             "vigil_operator_consumergroup_rebalances",

@@ -90,3 +90,42 @@ def test_a_share_group_is_observed_by_type_as_group_client_describes_it(
     finally:
         client.close()
         wire.close()
+
+
+@pytest.mark.kafka_min("4.4")  # DescribeShareGroupOffsets v1 (its lag, KIP-1226)
+def test_a_share_group_s_lag_is_what_the_broker_counts_undelivered(kafka: KafkaCluster) -> None:
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("share-lag"), partitions=PARTITIONS)
+    group = clients.unique("g-share-lag")
+    wire = GroupWire(conn)
+    tps = [TopicPartitionRef(topic, p) for p in range(PARTITIONS)]
+
+    def lag() -> dict[TopicPartitionRef, int] | None:
+        seen = Census(wire).round([group]).groups[group]
+        return dict(seen.share_lag) if isinstance(seen, Observation) else None
+
+    client = GroupClient(conn)
+    try:
+        member = Sharer(kafka, group, topic)
+        try:  # the broker counts a share-partition's lag once records went through it (-1, unknown, before)
+            wait_for(lambda: client.describe(group, subscriptions=False),
+                     lambda v: v.state is GroupState.STABLE and len(v.members) == 1 and v.members[0].assignment,
+                     timeout=60, what=f"{group} Stable with its member assigned")  # fmt: skip
+            clients.produce_spread(conn, topic, ["first-0", "first-1"], PARTITIONS)
+            wait_for(lag, lambda seen: seen == dict.fromkeys(tps, 0), timeout=60,
+                     what=f"{group}'s lag known: 0, its first records delivered and acknowledged")  # fmt: skip
+        finally:
+            member.close()
+        produced = clients.produce_spread(conn, topic, [f"r{i}" for i in range(10)], PARTITIONS)
+        assert produced == 10
+        wait_for(lag, lambda seen: seen == dict.fromkeys(tps, 5), timeout=30,
+                 what=f"{group}'s lag: the 10 records nobody consumed")  # fmt: skip
+        member = Sharer(kafka, group, topic)
+        try:
+            wait_for(lag, lambda seen: seen == dict.fromkeys(tps, 0), timeout=60,
+                     what=f"{group}'s lag back to 0 once a member consumed and acknowledged them")  # fmt: skip
+        finally:
+            member.close()
+    finally:
+        client.close()
+        wire.close()

@@ -9,8 +9,8 @@ what `GroupClient` gives for the same group (`census_plan` says how); a group th
 naming the broker and the request that failed.
 
 Request budget of one round (B brokers; per coordinator c: its asked classic groups with members k_c, KIP-848
-groups n_c, share and streams groups with members s_c and t_c, groups that exist g_c (share groups left out), leaders
-L_c of its groups' assigned partitions; chunk = GROUPS_PER_REQUEST, 500):
+groups n_c, share and streams groups with members s_c and t_c, groups that exist g_c (share groups left out), share
+groups that exist h_c, leaders L_c of its groups' assigned partitions; chunk = GROUPS_PER_REQUEST, 500):
 
     requests = B                                   ListGroups, one per broker
              + Σ_c ⌈k_c/chunk⌉                     DescribeGroups (classic groups listed Empty or Dead need none)
@@ -18,6 +18,7 @@ L_c of its groups' assigned partitions; chunk = GROUPS_PER_REQUEST, 500):
              + Σ_c (⌈s_c/chunk⌉ + ⌈t_c/chunk⌉)     ShareGroupDescribe, StreamsGroupDescribe (those with members)
              + Σ_c ⌈g_c/chunk⌉                     OffsetFetch v8+ (many groups per request)
              + Σ_c ⌈n_c/chunk⌉                     DescribeConfigs of the KIP-848 groups (their timings)
+             + Σ_c ⌈h_c/chunk⌉                     DescribeShareGroupOffsets v1 of the share groups (their lag)
              + Σ_c (1 Metadata + L_c ListOffsets)  when c's groups have assigned partitions
              + ⌈u/chunk⌉                           FindCoordinator v4, only for the u asked groups no broker listed
 
@@ -109,11 +110,13 @@ class Census:
         streams = [ex.start(ex.describe_streams(node, batch)) for batch in todo.streams]
         offsets = [ex.start(ex.committed(node, batch)) for batch in todo.offsets]
         configs = [ex.start(ex.group_configs(node, batch)) for batch in todo.configs]
+        shared = [ex.start(ex.share_offsets(node, batch)) for batch in todo.share_offsets]
         described = plan.merge_batches([await b for b in classic + consumer + share + streams])
         ends = await self._end_offsets(ex, node, plan.views(todo, described).values())
         committed = plan.merge_batches([await b for b in offsets])
         timings = plan.merge_batches([await b for b in configs])
-        results = plan.observe_all(todo, described, committed, timings, ends)
+        lags = plan.merge_batches([await b for b in shared])
+        results = plan.observe_all(todo, described, committed, timings, ends, share_offsets=lags)
         return {group_id: self._stamp(result, started) for group_id, result in results.items()}
 
     @staticmethod

@@ -131,6 +131,16 @@ class Offsets:
 
 
 @dataclass(frozen=True)
+class ShareOffsets:
+    """One share group's DescribeShareGroupOffsets answer."""
+
+    code: int
+    lag: Mapping[TopicPartitionRef, int] = field(default_factory=dict)
+    """Per share-partition the broker knows the lag of: its records not yet delivered and acknowledged."""
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class GroupConfigs:
     """One GROUP resource's DescribeConfigs answer: config name -> (value, not set on the group itself)."""
 
@@ -166,6 +176,9 @@ class Observation:
     """KIP-848 only; None too when DescribeConfigs failed (the timings are advice, the observation stands)."""
     member_epochs: Mapping[str, int] = field(default_factory=dict)
     """KIP-848 only: member id -> its epoch."""
+    share_lag: Mapping[TopicPartitionRef, int] = field(default_factory=dict)
+    """Share groups only: per share-partition, the records not yet delivered and acknowledged, as the broker counts
+    them (KIP-1226); empty too when the broker could not say (advice, like `timings`: the observation stands)."""
     seconds: float = 0.0
     """From the round's start to this group's last answer: a silent broker shows here as its timeout, on its own
     groups only."""
@@ -258,6 +271,8 @@ class CoordinatorPlan:
     """OffsetFetch batches: every group that exists."""
     configs: tuple[tuple[str, ...], ...]
     """DescribeConfigs batches: the KIP-848 groups' timings."""
+    share_offsets: tuple[tuple[str, ...], ...]
+    """DescribeShareGroupOffsets batches: every share group that exists (their lag, even Empty)."""
     settled: Mapping[str, GroupView]
     """Groups described by the listing alone: classic, share and streams groups listed Empty or Dead, and types
     vigil does not know (Dead, as describe says)."""
@@ -266,7 +281,7 @@ class CoordinatorPlan:
     @property
     def requests(self) -> int:
         described = len(self.classic) + len(self.consumer) + len(self.share) + len(self.streams)
-        return described + len(self.offsets) + len(self.configs)
+        return described + len(self.offsets) + len(self.configs) + len(self.share_offsets)
 
     @property
     def fetched(self) -> frozenset[str]:
@@ -278,14 +293,15 @@ def plan(node: int, listed: Sequence[ListedGroup], size: int = GROUPS_PER_REQUES
     """The batched requests for the groups `node` lists: a classic group with members is described by
     DescribeGroups, a KIP-848 one by ConsumerGroupDescribe (and DescribeConfigs for its timings), a share or streams
     group with members by its own describe; a classic, share or streams group listed Empty or Dead by its listing
-    alone. Every group that exists gets its offsets fetched but share groups, whose offsets are kept apart
-    (`__share_group_state`: OffsetFetch answers none); a listed group of a type vigil does not know is what describe
-    calls it, not found."""
+    alone. Every group that exists gets its offsets fetched: share groups by DescribeShareGroupOffsets, since their
+    offsets are kept apart (`__share_group_state`: OffsetFetch answers none); a listed group of a type vigil does not
+    know is what describe calls it, not found."""
     classic: list[str] = []
     consumer: list[str] = []
     share: list[str] = []
     streams: list[str] = []
     offsets: list[str] = []
+    share_offsets: list[str] = []
     settled: dict[str, GroupView] = {}
     types: dict[str, GroupType] = {}
     described_by = {GroupType.CLASSIC: classic, GroupType.SHARE: share, GroupType.STREAMS: streams}
@@ -301,8 +317,8 @@ def plan(node: int, listed: Sequence[ListedGroup], size: int = GROUPS_PER_REQUES
             settled[group.group_id] = GroupView(group.group_id, state, kind, "", node, ())
         else:
             described_by[kind].append(group.group_id)
-        if state is not GroupState.DEAD and kind is not GroupType.SHARE:
-            offsets.append(group.group_id)
+        if state is not GroupState.DEAD:
+            (share_offsets if kind is GroupType.SHARE else offsets).append(group.group_id)
     return CoordinatorPlan(
         node=node,
         classic=chunks(classic, size),
@@ -311,6 +327,7 @@ def plan(node: int, listed: Sequence[ListedGroup], size: int = GROUPS_PER_REQUES
         streams=chunks(streams, size),
         offsets=chunks(offsets, size),
         configs=chunks(consumer, size),
+        share_offsets=chunks(share_offsets, size),
         settled=settled,
         types=types,
     )
@@ -359,6 +376,13 @@ def committed_of(node: int, answer: Offsets | Failure) -> Mapping[TopicPartition
         shown = ", ".join(map(str, answer.unstable[:3]))
         return Failure(Api.OFFSET_FETCH, node, UNSTABLE_OFFSET_COMMIT, f"pending transactional offsets on {shown}")
     return answer.committed
+
+
+def share_lag_of(answer: ShareOffsets | Failure) -> Mapping[TopicPartitionRef, int]:
+    """The share group's lag per share-partition; none when the broker could not say (the lag is advice)."""
+    if isinstance(answer, Failure) or answer.code != 0:
+        return {}
+    return answer.lag
 
 
 def timings_of(answer: GroupConfigs | Failure | None) -> GroupTimings | None:
@@ -410,6 +434,8 @@ def observe(
     ends: Mapping[TopicPartitionRef, int] | Failure,
     description: Description | None = None,
     timings: GroupTimings | None = None,
+    *,
+    share_lag: Mapping[TopicPartitionRef, int] | None = None,
 ) -> Observation | Miss:
     """One group's answers as one observation, or the miss of the first that failed (describe, offsets, ends)."""
     if isinstance(view, Failure):
@@ -420,7 +446,9 @@ def observe(
         return miss(ends)
     epoch = description.epoch if description is not None else None
     epochs = description.member_epochs if description is not None else {}
-    return Observation(view, committed, ends, epoch, timings if view.type is GroupType.CONSUMER else None, epochs)
+    timings = timings if view.type is GroupType.CONSUMER else None
+    lag = share_lag if share_lag is not None and view.type is GroupType.SHARE else {}
+    return Observation(view, committed, ends, epoch, timings, epochs, lag)
 
 
 def views(todo: CoordinatorPlan, described: Batch[Description]) -> dict[str, GroupView | Failure]:
@@ -442,9 +470,12 @@ def observe_all(
     committed: Batch[Offsets],
     configs: Batch[GroupConfigs],
     ends: Mapping[TopicPartitionRef, int | Failure],
+    *,
+    share_offsets: Batch[ShareOffsets] | None = None,
 ) -> dict[str, Observation | Miss]:
     """One coordinator's answers merged: an observation or a miss for each group of its plan."""
     node, fetched = todo.node, todo.fetched
+    shared = {g for batch in todo.share_offsets for g in batch}
     out: dict[str, Observation | Miss] = {}
     for group_id, view in views(todo, described).items():
         offsets: Mapping[TopicPartitionRef, int] | Failure = {}
@@ -452,7 +483,10 @@ def observe_all(
             offsets = committed_of(node, answer_for(committed, group_id, Api.OFFSET_FETCH, node))
         group_ends = view if isinstance(view, Failure) else ends_of(assigned(view), ends)
         timings = timings_of(answer_for(configs, group_id, Api.DESCRIBE_CONFIGS, node))
-        out[group_id] = observe(view, offsets, group_ends, described.items.get(group_id), timings)
+        lag = None
+        if group_id in shared:
+            lag = share_lag_of(answer_for(share_offsets or Batch(), group_id, Api.SHARE_OFFSETS, node))
+        out[group_id] = observe(view, offsets, group_ends, described.items.get(group_id), timings, share_lag=lag)
     return out
 
 

@@ -88,6 +88,8 @@ class Api(StrEnum):
     """A census round asks every broker which groups it coordinates (`vigil_core.kafka.census`)."""
     METADATA = "Metadata"
     """A census round's partition leaders (where ListOffsets goes)."""
+    SHARE_OFFSETS = "DescribeShareGroupOffsets"
+    """A share group's delivery lag per share-partition (KIP-1226): its offsets are not in OffsetFetch."""
 
 
 class Reaction(StrEnum):
@@ -185,6 +187,7 @@ _COORDINATED: Final = (
     Api.OFFSET_FETCH,
     Api.JOIN_GROUP,
     Api.CONSUMER_GROUP_HEARTBEAT,
+    Api.SHARE_OFFSETS,
 )
 """Requests the group coordinator answers."""
 _GROUP: Final = (Api.FIND_COORDINATOR, *_COORDINATED)

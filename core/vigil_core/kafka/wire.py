@@ -36,7 +36,16 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from vigil_core.kafka import census_plan as plan
 from vigil_core.kafka import messages
-from vigil_core.kafka.census_plan import Batch, Description, Failure, GroupConfigs, Leaders, Listing, Offsets
+from vigil_core.kafka.census_plan import (
+    Batch,
+    Description,
+    Failure,
+    GroupConfigs,
+    Leaders,
+    Listing,
+    Offsets,
+    ShareOffsets,
+)
 from vigil_core.kafka.model import (
     GROUP_CONFIG_SOURCE,
     GROUP_HEARTBEAT_CONFIG,
@@ -82,6 +91,14 @@ class StreamsGroupDescribeRequest(ApiMessage, load_json=messages):  # type: igno
 
 
 class StreamsGroupDescribeResponse(ApiMessage, load_json=messages):  # type: ignore[call-arg,misc]
+    pass
+
+
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=messages):  # type: ignore[call-arg,misc]
+    pass
+
+
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=messages):  # type: ignore[call-arg,misc]
     pass
 
 
@@ -469,6 +486,13 @@ class Exchange:
         request = StreamsGroupDescribeRequest(group_ids=list(group_ids), include_authorized_operations=False)
         return await self._batch(Api.DESCRIBE_GROUP, node, request, _streams_groups)
 
+    async def share_offsets(self, node: int, group_ids: Sequence[str]) -> Batch[ShareOffsets]:
+        """DescribeShareGroupOffsets v1 (KIP-1226, Kafka 4.4) for many share groups: each share-partition's delivery
+        lag, every one of the group's (Topics null)."""
+        group = DescribeShareGroupOffsetsRequest.RequestGroup
+        request = DescribeShareGroupOffsetsRequest(groups=[group(group_id=g, topics=None) for g in group_ids])
+        return await self._batch(Api.SHARE_OFFSETS, node, request, _share_offsets)
+
     async def committed(self, node: int, group_ids: Sequence[str]) -> Batch[Offsets]:
         """OffsetFetch for many groups (v8+), require_stable, every partition (Topics null). Capped at v9: v10 names
         topics by id only (KIP-848), and a name is what the rest of vigil uses."""
@@ -678,6 +702,19 @@ def _offsets(response: Any) -> dict[str, Offsets]:
                 elif p.error_code == 0 and p.committed_offset >= 0:
                     committed[tp] = int(p.committed_offset)
         out[str(g.group_id)] = Offsets(int(g.error_code), committed, tuple(sorted(unstable)))
+    return out
+
+
+def _share_offsets(response: Any) -> dict[str, ShareOffsets]:
+    out: dict[str, ShareOffsets] = {}
+    for g in response.groups:
+        lag = {
+            TopicPartitionRef(str(t.topic_name), int(p.partition_index)): int(p.lag)
+            for t in g.topics or ()
+            for p in t.partitions
+            if p.error_code == 0 and p.lag >= 0
+        }
+        out[str(g.group_id)] = ShareOffsets(int(g.error_code), lag, str(g.error_message or ""))
     return out
 
 

@@ -6,11 +6,11 @@ other CRs; this module decides what the status says and which transitions deserv
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from vigil_core import identity, rules
-from vigil_core.kafka.model import GroupState, GroupView, TopicPartitionRef
+from vigil_core.kafka.model import GroupState, GroupType, GroupView, TopicPartitionRef
 from vigil_operator.domain import conditions as cond
 from vigil_operator.domain.spec import TIMING_FIELDS, ConsumerGroupSpec
 from vigil_operator.domain.stalls import StallReport
@@ -33,6 +33,8 @@ class GroupFacts:
     generation: int | None = None
     """The group's generation (classic) or group epoch (KIP-848) when the broker said it; None otherwise (a classic
     DescribeGroups answer carries none)."""
+    share_lag: Mapping[TopicPartitionRef, int] = field(default_factory=dict)
+    """A share group's lag per share-partition, as the broker counts it (KIP-1226); empty for the other types."""
 
 
 @dataclass(frozen=True)
@@ -171,8 +173,11 @@ def _pods_of(view: GroupView, pods: Sequence[PodFacts]) -> dict[str, str]:
 
 def lag(facts: GroupFacts) -> int | None:
     """The group's committed lag: over its members' assigned partitions, the read_committed end offset minus the
-    committed offset, summed; None when no assigned partition has both. A reading for `/metrics` and the events
-    topic's snapshot, not state: it is not in the status."""
+    committed offset, summed; None when no assigned partition has both. A share group has no committed offsets: its
+    lag is the broker's, the records not yet delivered and acknowledged over all its share-partitions. A reading for
+    `/metrics` and the events topic's snapshot, not state: it is not in the status."""
+    if facts.view.type is GroupType.SHARE:
+        return sum(facts.share_lag.values()) if facts.share_lag else None
     lags = [
         max(0, facts.end_offsets[tp] - facts.committed[tp])
         for m in facts.view.members

@@ -22,6 +22,7 @@ from vigil_core.kafka.census_plan import (
     Miss,
     Observation,
     Offsets,
+    ShareOffsets,
 )
 from vigil_core.kafka.model import GroupState, GroupTimings, GroupType, GroupView, MemberView, TopicPartitionRef
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, code_of
@@ -42,40 +43,42 @@ def member(member_id: str, *assigned: TopicPartitionRef, instance: str | None = 
 
 # -- planning ---------------------------------------------------------------------------------------------------
 
-# (case, listed state, listed type, the describe batch it is in (None: none), OffsetFetch, the view its listing alone
-#  settles or None)
+# (case, listed state, listed type, the describe batch it is in (None: none), its offsets (OffsetFetch or
+#  DescribeShareGroupOffsets, None: neither), the view its listing alone settles or None)
 PLANS = [
-    ("classic Stable: described", "Stable", "classic", "classic", True, None),
-    ("classic join phase: described", "PreparingRebalance", "classic", "classic", True, None),
-    ("classic sync phase: described", "CompletingRebalance", "classic", "classic", True, None),
-    ("classic Empty: offsets only", "Empty", "classic", None, True, (S.EMPTY, T.CLASSIC)),
-    ("classic Dead: nothing to ask", "Dead", "classic", None, False, (S.DEAD, T.CLASSIC)),
-    ("KIP-848 Stable", "Stable", "consumer", "consumer", True, None),
-    ("KIP-848 Empty: still described (epoch, assignor)", "Empty", "consumer", "consumer", True, None),
-    ("KIP-848 Reconciling", "Reconciling", "consumer", "consumer", True, None),
-    ("a broker before ListGroups v5: classic", "Stable", "", "classic", True, None),
-    ("share Stable: described, no OffsetFetch (its offsets are kept apart)", "Stable", "share", "share", False, None),
-    ("share Empty: its listing", "Empty", "share", None, False, (S.EMPTY, T.SHARE)),
-    ("streams Stable: described, offsets fetched", "Stable", "streams", "streams", True, None),
-    ("streams NotReady: described", "NotReady", "streams", "streams", True, None),
-    ("streams Empty: offsets only", "Empty", "streams", None, True, (S.EMPTY, T.STREAMS)),
-    ("streams Dead: nothing to ask", "Dead", "streams", None, False, (S.DEAD, T.STREAMS)),
-    ("a type vigil does not know: not found, as describe says", "Stable", "future", None, False, (S.DEAD, T.CLASSIC)),
+    ("classic Stable: described", "Stable", "classic", "classic", "offsets", None),
+    ("classic join phase: described", "PreparingRebalance", "classic", "classic", "offsets", None),
+    ("classic sync phase: described", "CompletingRebalance", "classic", "classic", "offsets", None),
+    ("classic Empty: offsets only", "Empty", "classic", None, "offsets", (S.EMPTY, T.CLASSIC)),
+    ("classic Dead: nothing to ask", "Dead", "classic", None, None, (S.DEAD, T.CLASSIC)),
+    ("KIP-848 Stable", "Stable", "consumer", "consumer", "offsets", None),
+    ("KIP-848 Empty: still described (epoch, assignor)", "Empty", "consumer", "consumer", "offsets", None),
+    ("KIP-848 Reconciling", "Reconciling", "consumer", "consumer", "offsets", None),
+    ("a broker before ListGroups v5: classic", "Stable", "", "classic", "offsets", None),
+    ("share Stable: described, its offsets kept apart", "Stable", "share", "share", "share_offsets", None),
+    ("share Empty: its listing, and its lag", "Empty", "share", None, "share_offsets", (S.EMPTY, T.SHARE)),
+    ("share Dead: nothing to ask", "Dead", "share", None, None, (S.DEAD, T.SHARE)),
+    ("streams Stable: described, offsets fetched", "Stable", "streams", "streams", "offsets", None),
+    ("streams NotReady: described", "NotReady", "streams", "streams", "offsets", None),
+    ("streams Empty: offsets only", "Empty", "streams", None, "offsets", (S.EMPTY, T.STREAMS)),
+    ("streams Dead: nothing to ask", "Dead", "streams", None, None, (S.DEAD, T.STREAMS)),
+    ("a type vigil does not know: not found, as describe says", "Stable", "future", None, None, (S.DEAD, T.CLASSIC)),
 ]
 BATCHES = ("classic", "consumer", "share", "streams")
+OFFSETS = ("offsets", "share_offsets")
 
 
 @pytest.mark.parametrize(("listed", "expected"), [((c[1], c[2]), c[3:]) for c in PLANS], ids=[c[0] for c in PLANS])
 def test_plan_asks_each_group_what_describe_needs(
-    listed: tuple[str, str], expected: tuple[str | None, bool, tuple[GroupState, GroupType] | None]
+    listed: tuple[str, str], expected: tuple[str | None, str | None, tuple[GroupState, GroupType] | None]
 ) -> None:
-    batch, fetched, settled = expected
+    batch, offsets, settled = expected
     todo = plan.plan(7, [ListedGroup("g", *listed)])
-    assert {name: getattr(todo, name) for name in BATCHES} == {
-        name: ((("g",),) if name == batch else ()) for name in BATCHES
+    assert {name: getattr(todo, name) for name in BATCHES + OFFSETS} == {
+        name: ((("g",),) if name in (batch, offsets) else ()) for name in BATCHES + OFFSETS
     }
     assert todo.configs == todo.consumer
-    assert ("g" in todo.fetched) is fetched
+    assert ("g" in todo.fetched) is (offsets == "offsets")
     if settled is None:
         assert "g" not in todo.settled
     else:
@@ -126,10 +129,13 @@ def test_every_listed_group_is_described_or_settled_once_and_requests_grow_with_
     assert len(set(described)) == len(described)
     assert todo.fetched <= set(todo.types)
     assert all(v.coordinator_id == 3 for v in todo.settled.values())
-    # the budget: per kind of request, one per `size` groups at most; the kinds are six (four describes)
+    # the budget: per kind of request, one per `size` groups at most; the kinds are seven (four describes)
     batches = math.ceil(len(unique) / size)
-    assert todo.requests <= 6 * batches
-    assert not todo.fetched & {g.group_id for g in unique if g.type == "share"}  # share offsets are kept apart
+    assert todo.requests <= 7 * batches
+    shares = {g.group_id for g in unique if g.type == "share"}
+    assert not todo.fetched & shares  # share offsets are kept apart: their lag is asked instead
+    assert {g for b in todo.share_offsets for g in b} == {g.group_id for g in unique if g.type == "share"
+                                                          and g.state != "Dead"}  # fmt: skip
     assert len(todo.offsets) == math.ceil(len(todo.fetched) / size)
 
 
@@ -201,6 +207,37 @@ def _one(
 
 def _failed(api: Api, code: int, node: int = 2) -> Failure:
     return Failure(api, node, code, "why")
+
+
+# (case, the DescribeShareGroupOffsets answer, the lag observed)
+SHARE_LAGS = [
+    ("answered", Batch({"g": ShareOffsets(0, {A: 4, B: 0})}), {A: 4, B: 0}),
+    ("no answer: observed without it", Batch(failure=_failed(Api.SHARE_OFFSETS, NO_ANSWER)), {}),
+    ("a broker before v1 (4.4): observed without it", Batch(failure=_failed(Api.SHARE_OFFSETS, code_of(
+        "UNSUPPORTED_VERSION"))), {}),
+    ("the group's error: observed without it", Batch({"g": ShareOffsets(NOT_FOUND, {A: 4})}), {}),
+    ("the answer left the group out", Batch({}), {}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("answer", "lag"), [c[1:] for c in SHARE_LAGS], ids=[c[0] for c in SHARE_LAGS])
+def test_a_share_group_is_observed_with_the_lag_the_broker_says_or_without_it(
+    answer: Batch[ShareOffsets], lag: dict[TopicPartitionRef, int]
+) -> None:
+    todo = plan.plan(2, [ListedGroup("g", "Stable", "share")])
+    described = Description(0, "Stable", "simple", (member("m", A, B),), epoch=3)
+    result = plan.observe_all(todo, Batch({"g": described}), Batch(), Batch(), {A: 9, B: 9}, share_offsets=answer)["g"]
+    assert isinstance(result, Observation)
+    assert result.view == GroupView("g", S.STABLE, T.SHARE, "simple", 2, described.members)
+    assert (result.committed, result.end_offsets, result.share_lag) == ({}, {A: 9, B: 9}, lag)
+
+
+@pytest.mark.parametrize("kind", [T.CLASSIC, T.CONSUMER, T.STREAMS])
+def test_only_a_share_group_carries_a_share_lag(kind: GroupType) -> None:
+    view = GroupView("g", S.STABLE, kind, "", 2, (member("m", A),))
+    result = plan.observe(view, {A: 1}, {A: 2}, share_lag={A: 4})
+    assert isinstance(result, Observation)
+    assert result.share_lag == {}
 
 
 # (case, answers, None for an observation or the (request, broker, code) of the miss)

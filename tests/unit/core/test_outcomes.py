@@ -26,7 +26,7 @@ OFFSETS, LIST, CONFIGS, JOIN = Api.OFFSET_FETCH, Api.LIST_OFFSETS, Api.DESCRIBE_
 DONE, GONE, NOTHING = Reaction.DONE, Reaction.ALREADY_GONE, Reaction.NOTHING_TO_DO
 REDISCOVER, BACKOFF, STOP = Reaction.REDISCOVER_COORDINATOR, Reaction.RETRY_BACKOFF, Reaction.STOP
 REFRESH, REPORT = Reaction.REFRESH_AND_RETRY, Reaction.REPORT
-RELEASE = Api.CONSUMER_GROUP_HEARTBEAT
+RELEASE, SHARE_LAG = Api.CONSUMER_GROUP_HEARTBEAT, Api.SHARE_OFFSETS
 
 E = kafka_errors
 KafkaError = type[kafka_errors.BrokerResponseError]
@@ -122,6 +122,12 @@ TABLE = [
     (OFFSETS, E.UnstableOffsetCommitError, BACKOFF),
     (OFFSETS, E.GroupIdNotFoundError, REPORT),
     (OFFSETS, E.TopicAuthorizationFailedError, REPORT),
+    # DescribeShareGroupOffsets (a share group's lag)
+    (SHARE_LAG, E.NotCoordinatorError, REDISCOVER),
+    (SHARE_LAG, E.CoordinatorNotAvailableError, REDISCOVER),
+    (SHARE_LAG, E.CoordinatorLoadInProgressError, BACKOFF),
+    (SHARE_LAG, E.GroupAuthorizationFailedError, REPORT),
+    (SHARE_LAG, E.InvalidGroupIdError, REPORT),
     # ListOffsets
     (LIST, E.NotLeaderForPartitionError, BACKOFF),
     (LIST, E.LeaderNotAvailableError, BACKOFF),

@@ -1,11 +1,12 @@
-"""ShareGroupDescribe and StreamsGroupDescribe answers, encoded by kafka-python from vigil's schemas and read back as
-the census reads them: members, states, epochs, and what a streams member's active tasks read."""
+"""ShareGroupDescribe, StreamsGroupDescribe and DescribeShareGroupOffsets answers, encoded by kafka-python from
+vigil's schemas and read back as the census reads them: members, states, epochs, what a streams member's active tasks
+read, and a share group's lag."""
 
 import uuid
 from typing import Any
 
 from vigil_core.kafka import wire
-from vigil_core.kafka.census_plan import Description
+from vigil_core.kafka.census_plan import Description, ShareOffsets
 from vigil_core.kafka.model import MemberView, TopicPartitionRef
 
 SHARE = wire.ShareGroupDescribeResponse
@@ -107,3 +108,34 @@ def test_a_streams_member_owns_the_partitions_its_active_tasks_read() -> None:
     # no topology yet (source topics missing): its members read nothing
     assert read["waiting"].state == "NotReady"
     assert [m.assignment for m in read["waiting"].members] == [()]
+
+
+def test_a_share_group_s_lag_is_read_per_share_partition_leaving_out_what_the_broker_could_not_say() -> None:
+    offsets = wire.DescribeShareGroupOffsetsResponse
+    group, topic = offsets.ResponseGroup, offsets.ResponseGroup.ResponseTopic
+    part = topic.ResponsePartition
+
+    def partition(index: int, lag: int, error: int = 0) -> Any:
+        return part(partition_index=index, start_offset=5, leader_epoch=0, lag=lag, error_code=error,
+                    error_message=None)  # fmt: skip
+
+    answer = offsets(
+        throttle_time_ms=0,
+        groups=[
+            group(group_id="s", error_code=0, error_message=None, topics=[
+                topic(topic_name="orders", topic_id=uuid.uuid4(),
+                      partitions=[partition(0, 7), partition(1, 0), partition(2, -1), partition(3, 9, error=3)]),
+            ]),
+            group(group_id="u", error_code=69, error_message="Group u is not a share group.", topics=[]),
+        ],
+    )  # fmt: skip
+    read = wire._share_offsets(round_trip(answer, 1))  # noqa: SLF001 - the reader is the unit under test
+    assert read["s"] == ShareOffsets(0, {tp("orders", 0): 7, tp("orders", 1): 0})
+    assert read["u"] == ShareOffsets(69, {}, "Group u is not a share group.")
+
+
+def test_the_share_lag_request_asks_every_share_partition_of_each_group() -> None:
+    request = wire.DescribeShareGroupOffsetsRequest
+    asked = request(groups=[request.RequestGroup(group_id=g, topics=None) for g in ("a", "b")])
+    back = type(asked).decode(asked.encode(version=1), version=1)
+    assert [(g.group_id, g.topics) for g in back.groups] == [("a", None), ("b", None)]

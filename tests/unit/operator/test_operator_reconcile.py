@@ -194,6 +194,23 @@ def test_lag_is_end_minus_committed_over_known_partitions(
     assert total == (sum(known) if known else None)
 
 
+# (case, the broker's lag per share-partition, the group's lag)
+SHARE_LAG_CASES = [
+    ("the broker's lag, summed over every share-partition (assigned or not)", {P0: 4, P1: 0, P3: 6}, 10),
+    ("known zero lag is 0", {P0: 0}, 0),
+    ("the broker could not say: unknown", {}, None),
+]
+
+
+@pytest.mark.parametrize(("share_lag", "total"), [c[1:] for c in SHARE_LAG_CASES], ids=[c[0] for c in SHARE_LAG_CASES])
+def test_a_share_group_s_lag_is_the_broker_s_not_end_minus_committed(
+    share_lag: dict[TopicPartitionRef, int], total: int | None
+) -> None:
+    shared = replace(view([member("m", "c", [P0, P1])]), type=GroupType.SHARE)
+    end = {P0: 100, P1: 100}  # end offsets and no commits: a classic reading would say "unknown"
+    assert group_lag(replace(facts(shared, {}, end), share_lag=share_lag)) == total
+
+
 def test_a_resync_that_sees_the_same_group_later_says_the_same_status() -> None:
     """The status holds state, not readings: the same group seen 30 s later, with other offsets, is the same status
     (the runtime then writes nothing)."""
@@ -589,7 +606,7 @@ offsets = st.dictionaries(st.sampled_from(PARTS), st.integers(0, 10_000), max_si
 
 @st.composite
 def group_facts(draw: st.DrawFn) -> GroupFacts:
-    return facts(draw(group_views()), draw(offsets), draw(offsets))
+    return replace(facts(draw(group_views()), draw(offsets), draw(offsets)), share_lag=draw(offsets))
 
 
 pod_lists = st.lists(
@@ -661,6 +678,8 @@ def test_reconcile_properties(previous: ConsumerGroupStatus, obs: Observation) -
     for m in status.members:
         assert m.partitions == len(by_id[m.member_id].assignment)
     lags = [lag for m in group.members if (lag := reference_lag(m.assignment, obs.broker)) is not None]
+    if group.type is GroupType.SHARE:  # no commits: the broker's count over every share-partition
+        lags = list(obs.broker.share_lag.values())
     total = group_lag(obs.broker)
     assert total == (sum(lags) if lags else None)
     assert total is None or total >= 0
