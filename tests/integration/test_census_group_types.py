@@ -1,7 +1,7 @@
 """Share groups (KIP-932) on the real broker: the census describes them by their own API (ShareGroupDescribe) as
 `GroupClient.describe` does, with their type, state and members, and nothing is sent to remove one of their members
-(no Kafka API does). Streams groups are read by the same path (StreamsGroupDescribe); their decoding is covered by
-tests/unit/core/test_wire_group_types.py until the suite has a Kafka Streams app."""
+(no Kafka API does); a share group's lag is the broker's (DescribeShareGroupOffsets). Streams groups, read by the
+same path (StreamsGroupDescribe), are tested with a real Kafka Streams app in test_census_streams.py."""
 
 import threading
 from collections.abc import Iterator

@@ -1,9 +1,10 @@
-"""A real Java consumer (`java/StallingConsumer.java`, kafka-clients from the broker jars) as a process by pid.
+"""A real Java consumer (`java/StallingConsumer.java`, kafka-clients from the broker jars) as a process by pid, and
+what every Java test app shares (`streams_app` starts the Kafka Streams one).
 
-The source is compiled once with javac into `<cache>/java/<hash>/` — keyed by the source and the kafka-clients jar,
-so an upgrade of either recompiles — and started with `java -Xmx128m -cp <classes>:<libs>/*`. The test reads the
-app's `vigil-java {json}` lines from its log and stalls it (no poll, its client threads still running) by creating
-a file.
+A source is compiled once with javac into `<cache>/java/<hash>/` — keyed by the source and the jars it compiles
+against, so an upgrade of either recompiles — and started with `java -Xmx128m -cp <classes>:<libs>/*`. The test
+reads the app's `vigil-java {json}` lines from its log; it stalls the consumer (no poll, its client threads still
+running) by creating a file.
 """
 
 import hashlib
@@ -12,7 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +24,6 @@ from vigil_dev.errors import DevError
 from vigil_dev.testing.waiting import wait_for
 
 SOURCE = Path(__file__).with_name("java") / "StallingConsumer.java"
-MAIN_CLASS = "StallingConsumer"
 EVENT_PREFIX = "vigil-java "
 
 #: The test rules' client timings, in Java's names (`clients.CONSUMER_DEFAULTS`); KIP-848 keeps session,
@@ -43,50 +43,74 @@ KIP848_DEFAULTS: Mapping[str, str] = {
 }
 
 
-def clients_jar(libs: Path) -> Path:
-    """The kafka-clients jar among the broker's libs (exactly one)."""
-    jars = sorted(libs.glob("kafka-clients-*.jar"))
+def lib_jar(libs: Path, artifact: str) -> Path:
+    """The jar of `artifact` (`kafka-clients`, `kafka-streams`) among the broker's libs (exactly one)."""
+    jars = sorted(j for j in libs.glob(f"{artifact}-*.jar") if j.name[len(artifact) + 1].isdigit())
     if len(jars) != 1:
-        raise DevError(f"expected one kafka-clients jar in {libs}, found {[j.name for j in jars]}")
+        raise DevError(f"expected one {artifact} jar in {libs}, found {[j.name for j in jars]}")
     return jars[0]
 
 
-def compiled(libs: Path) -> Path:
-    """The directory holding StallingConsumer's classes, compiled now if this source and jar never were."""
-    jar = clients_jar(libs)
-    key = hashlib.sha256(SOURCE.read_bytes() + b"\0" + jar.name.encode() + b"\0" + jar.read_bytes()).hexdigest()
-    target = paths.cache_dir() / "java" / key[:16]
-    if (target / f"{MAIN_CLASS}.class").exists():
+def compiled(source: Path, classpath: Sequence[Path]) -> Path:
+    """The directory holding the classes of `source` (its main class named as the file), compiled against
+    `classpath` now if this source and these jars never were."""
+    main_class = f"{source.stem}.class"
+    key = hashlib.sha256(source.read_bytes())
+    for jar in classpath:
+        key.update(b"\0" + jar.name.encode() + b"\0" + jar.read_bytes())
+    target = paths.cache_dir() / "java" / key.hexdigest()[:16]
+    if (target / main_class).exists():
         return target
     javac = shutil.which("javac")
     if javac is None:
-        raise DevError("cannot compile the Java test consumer: javac not found (a JDK >= 17 is needed)")
+        raise DevError(f"cannot compile the Java test app {source.name}: javac not found (a JDK >= 17 is needed)")
     target.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".javac-", dir=target.parent))
     try:
+        cp = os.pathsep.join(map(str, classpath))
         done = subprocess.run(
-            [javac, "-Xlint:all", "-Werror", "-cp", str(jar), "-d", str(scratch), str(SOURCE)],
+            [javac, "-Xlint:all", "-Werror", "-cp", cp, "-d", str(scratch), str(source)],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         if done.returncode != 0:
-            raise DevError(f"javac {SOURCE.name} failed: {(done.stderr or done.stdout).strip()[:2000]}")
+            raise DevError(f"javac {source.name} failed: {(done.stderr or done.stdout).strip()[:2000]}")
         try:
             scratch.rename(target)  # atomic: a concurrent compile of the same key may have won; both are equal
         except OSError:
-            if not (target / f"{MAIN_CLASS}.class").exists():
+            if not (target / main_class).exists():
                 raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 
+def launch(
+    name: str, classes: Path, libs: Path, main_class: str, args: Sequence[str], *, state_dir: Path, log_level: str
+) -> tuple[procs.Managed, Path]:
+    """Start `main_class` (128 MB of heap: the machine has 2 cores and a broker) as `name` with its pid file and log
+    (stdout and the client's log4j2 output at `log_level`) in `state_dir`; returns (process, log) at once."""
+    argv = [
+        "java", "-Xmx128m", f"-Dorg.apache.logging.log4j.level={log_level}",  # log4j2's default configuration
+        "-cp", f"{classes}{os.pathsep}{libs}/*", main_class, *args,
+    ]  # fmt: skip
+    marker_key, marker_value = "VIGIL_TEST_JAVA_APP", str(state_dir / name)
+    java_home = os.environ.get("JAVA_HOME")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), marker_key: marker_value}
+    if java_home:
+        env["JAVA_HOME"] = java_home
+    log = state_dir / f"{name}.log"
+    process = procs.start(
+        name, argv, pid_file=state_dir / f"{name}.pid", marker=f"{marker_key}={marker_value}", log_file=log, env=env
+    )
+    return process, log
+
+
 @dataclass(frozen=True)
-class JavaConsumer:
-    """A started StallingConsumer: its process, its log (stdout and the client's log4j output) and stall file."""
+class JavaApp:
+    """A started Java test app: its process and its log (stdout and the client's log4j output)."""
 
     process: procs.Managed
     log: Path
-    stall_file: Path
 
     def events(self) -> list[dict[str, Any]]:
         """Every `vigil-java` event line so far, in order."""
@@ -104,12 +128,24 @@ class JavaConsumer:
 
         def probe() -> tuple[int, dict[str, Any]] | None:
             if self.process.exited():
-                raise AssertionError(f"the Java consumer exited (log: {self.log})")
+                raise AssertionError(f"the Java app exited (log: {self.log})")
             return next(((i, e) for i, e in enumerate(self.events()) if i >= after and accept(e)), None)
 
         found = wait_for(probe, lambda x: x is not None, timeout=timeout, what=f"{what} (log: {self.log})")
         assert found is not None
         return found
+
+    def stop(self) -> None:
+        """SIGTERM: the app's shutdown hook closes its client (a dynamic member leaves the group, a static one for
+        now)."""
+        self.process.stop(grace=15)
+
+
+@dataclass(frozen=True)
+class JavaConsumer(JavaApp):
+    """A started StallingConsumer, and the file that stalls it."""
+
+    stall_file: Path
 
     def stall(self) -> None:
         """Stop calling poll() (no call on the consumer at all); the client's own threads keep running."""
@@ -117,10 +153,6 @@ class JavaConsumer:
 
     def resume(self) -> None:
         self.stall_file.unlink(missing_ok=True)
-
-    def stop(self) -> None:
-        """SIGTERM: the shutdown hook wakes the consumer up and closes it (a LeaveGroup)."""
-        self.process.stop(grace=15)
 
 
 def start(
@@ -142,37 +174,22 @@ def start(
     client logs at `log_level` into the same log: the artifact that says what it did after an eviction."""
     if connection.security_protocol is not Protocol.PLAINTEXT:
         raise DevError("the Java test consumer speaks PLAINTEXT only")
-    classes = compiled(libs)
+    classes = compiled(SOURCE, [lib_jar(libs, "kafka-clients")])
     defaults = CLASSIC_DEFAULTS if protocol == "classic" else KIP848_DEFAULTS
-    argv = [
-        "java", "-Xmx128m", f"-Dorg.apache.logging.log4j.level={log_level}",  # log4j2's default configuration
-        "-cp", f"{classes}{os.pathsep}{libs}/*", MAIN_CLASS,
-        "--bootstrap", connection.bootstrap_servers, "--topic", topic, "--group", group,
-        "--client-id", client_id, "--protocol", protocol,
-    ]  # fmt: skip
+    args = ["--bootstrap", connection.bootstrap_servers, "--topic", topic, "--group", group,
+            "--client-id", client_id, "--protocol", protocol]  # fmt: skip
     if instance_id is not None:
-        argv += ["--instance-id", instance_id]
+        args += ["--instance-id", instance_id]
     if listener:
-        argv.append("--listener")
+        args.append("--listener")
     if beacon_addr is not None:
-        argv += ["--beacon", beacon_addr]
+        args += ["--beacon", beacon_addr]
     stall_file = state_dir / f"java-{client_id}.stall"
     stall_file.unlink(missing_ok=True)
-    argv += ["--stall-file", str(stall_file)]
+    args += ["--stall-file", str(stall_file)]
     for key, value in {**defaults, **(properties or {})}.items():
-        argv += ["--property", f"{key}={value}"]
-    marker_key, marker_value = "VIGIL_TEST_JAVA_CONSUMER", str(state_dir / f"java-{client_id}")
-    java_home = os.environ.get("JAVA_HOME")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), marker_key: marker_value}
-    if java_home:
-        env["JAVA_HOME"] = java_home
-    log = state_dir / f"java-{client_id}.log"
-    process = procs.start(
-        f"java-{client_id}",
-        argv,
-        pid_file=state_dir / f"java-{client_id}.pid",
-        marker=f"{marker_key}={marker_value}",
-        log_file=log,
-        env=env,
+        args += ["--property", f"{key}={value}"]
+    process, log = launch(
+        f"java-{client_id}", classes, libs, SOURCE.stem, args, state_dir=state_dir, log_level=log_level
     )
     return JavaConsumer(process, log, stall_file)
