@@ -9,7 +9,7 @@ export PIP_CACHE_DIR ?= $(VIGIL_CACHE)/pip
 PYTEST := $(BIN)/python -m pytest
 ARTIFACTS := test-artifacts
 
-.PHONY: help setup stack-deps lint typecheck test test-unit test-images test-kafka test-kafka3 test-kafka-39 test-kube test-e2e test-demo \
+.PHONY: help setup stack-deps lint typecheck test test-unit test-java test-images test-kafka test-kafka3 test-kafka-39 test-kube test-e2e test-demo \
 	test-spark demo bench clean generate-crds verify-crds generate-docs verify-docs images lock
 
 help:
@@ -18,7 +18,7 @@ help:
 	@echo "make setup  - only the installs (venv, Kafka jars, Kubernetes from Go modules, Spark jars, images) — cached in $(VIGIL_CACHE)"
 	@echo "make lint   - ruff check, ruff format --check, mypy --strict, import-linter, verify-crds, verify-docs"
 	@echo "make typecheck - mypy --strict alone"
-	@echo "make test-unit | test-images | test-kafka | test-kafka3 | test-kafka-39 | test-kube | test-e2e | test-demo | test-spark - one suite (tests/README.md)"
+	@echo "make test-unit | test-java | test-images | test-kafka | test-kafka3 | test-kafka-39 | test-kube | test-e2e | test-demo | test-spark - one suite (tests/README.md)"
 	@echo "make bench  - benchmarks (never part of make test)"
 	@echo "make generate-crds - copy the canonical crds/*.yaml into the operator package and the chart; verify-crds checks they agree"
 	@echo "make generate-docs - the sidecar's settings reference in docs/sidecar.md, from its settings model; verify-docs checks it"
@@ -91,6 +91,15 @@ lock: $(BIN)/vigil
 test-unit: $(BIN)/vigil
 	@scripts/timed "unit suite" $(PYTEST) tests/unit -m "not spark" -q
 
+# vigil's Java library (java/): built and unit-tested by Maven against the oldest kafka-clients vigil supports (the
+# pom's) and the newest (the broker's, dev/vigil_dev/kafka/pom.xml); the integration suites run it from its sources (dev/vigil_dev/testing/java_consumer.py).
+JAVA_KAFKA_NEWEST := $(shell sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' dev/vigil_dev/kafka/pom.xml)
+test-java:
+	@scripts/ensure-system-deps
+	@scripts/timed "java library (maven: build + unit tests, kafka-clients 3.9.1 and $(JAVA_KAFKA_NEWEST))" bash -c '\
+	  mvn -B -q -f java/pom.xml verify && \
+	  mvn -B -q -f java/pom.xml verify -Dkafka.version=$(JAVA_KAFKA_NEWEST)'
+
 test-images: setup
 	@scripts/timed "image build suite (reproducible digests, the images run under runc)" $(PYTEST) tests/integration -m "images" -q
 
@@ -124,8 +133,8 @@ test-demo: setup
 test-spark: setup
 	@scripts/timed "spark suite" $(PYTEST) tests -m "spark" -q
 
-# Order is the test rules' order: unit -> images -> Kafka integration (incl. 3-node) -> Kubernetes -> e2e -> demo -> Spark
-test: setup lint test-unit test-images test-kafka test-kafka3 test-kafka-39 test-kube test-e2e test-demo test-spark
+# Order is the test rules' order: unit -> Java library -> images -> Kafka integration (incl. 3-node) -> Kubernetes -> e2e -> demo -> Spark
+test: setup lint test-unit test-java test-images test-kafka test-kafka3 test-kafka-39 test-kube test-e2e test-demo test-spark
 
 demo: setup
 	@$(BIN)/vigil demo

@@ -1,11 +1,12 @@
 """Java consumers (the broker jars' kafka-clients, 4.4.0) stalled next to a real `vigil sidecar`: what each one
 does after the sidecar evicts it, and the sidecar's answer when the client undoes the eviction by itself.
 
-Per case (classic / KIP-848 × with / without a ConsumerRebalanceListener): the Java app beacons per JAVA.md (its
-generation reaches /v1/status equal to the broker's), stops polling, is evicted; then, over the sidecar's eviction
-watch (one cooldown), the client either stays out (nothing happens without poll) or rejoins from its background
-thread (undone: restart once, then alert); finally it polls again and the test records what the first poll does
-(callbacks, member id, generation). A client upgrade that changes any of this fails here; JAVA.md has the table.
+Per case (classic / KIP-848 × with / without a ConsumerRebalanceListener): the Java app is vigil's VigilConsumer
+(java/; its generation reaches /v1/status equal to the broker's), stops polling, is evicted; then, over the sidecar's
+eviction watch (one cooldown), the client either stays out (nothing happens without poll) or rejoins from its
+background thread (undone: restart once, then alert); finally it polls again and the test records what the first
+poll does (callbacks, member id, generation). A client upgrade that changes any of this fails here; JAVA.md has the
+table.
 The librdkafka app without a rebalance callback is tests/integration/test_sidecar_stall.py's KIP-848 test.
 """
 
@@ -31,7 +32,6 @@ STALL = 6.0
 CHECK = 1.0
 COOLDOWN = 2 * STALL  # the sidecar's default: its eviction watch lasts this long
 POD = "pod-a"
-JAVA_MD = Path(__file__).parents[2] / "sidecar" / "vigil_sidecar" / "JAVA.md"
 
 Protocol = Literal["classic", "consumer"]
 
@@ -278,14 +278,3 @@ def _undone_then_restart_then_alert(case: Case, member_id: str) -> None:
     assert sidecar.metric('vigil_sidecar_actions_total{action="leave-group",outcome="NONE"}') == 2
     assert sidecar.metric('vigil_sidecar_actions_total{action="restart",outcome="NONE"}') == 1  # exactly once
     assert sidecar.get("/v1/probe/app")[0] == 200
-
-
-def test_java_md_shows_the_tested_beacon_code() -> None:
-    """JAVA.md's Java snippet is StallingConsumer's VigilBeacon class, character for character (dedented)."""
-    source = java_consumer.SOURCE.read_text()
-    begin, end = source.index("// --- vigil beacon: begin"), source.index("    // --- vigil beacon: end ---")
-    tested = [line.removeprefix("    ") for line in source[begin:end].splitlines()[1:]]
-    doc = JAVA_MD.read_text()
-    block = re.search(r"```java\n(.*?)```", doc, re.S)
-    assert block is not None
-    assert block.group(1).splitlines() == tested

@@ -97,6 +97,39 @@ def test_a_killed_static_app_restarted_after_two_session_timeouts_keeps_its_gene
     assert done.payload.bridged_ms >= 2 * SESSION * 1000
 
 
+@pytest.mark.kafka_min("4.1")  # the Java test app closes with CloseOptions (kafka-clients 4.1+)
+def test_a_killed_static_java_app_restarted_after_two_session_timeouts_keeps_its_member_s_generation(
+    kafka: KafkaCluster, bridged_groups: Callable[..., BridgedGroup]
+) -> None:
+    """vigil's `VigilConsumer` (java/) as the classic static member: the close of its `VigilHold` connection is the
+    sidecar's proof that the app ended, the bridge keeps the member's session, and the app started again two
+    session timeouts later takes its member over in the same generation: no rebalance."""
+    bridged = bridged_groups(kafka, "java", app="java")
+    generation, old_member = bridged.joined()
+    killed_at = time.monotonic()
+    bridged.kill_app_and_await_bridge(old_member)
+    let_time_pass(2 * SESSION, since=killed_at,
+                  why="two session timeouts after the kill: an unbridged member would have expired")  # fmt: skip
+    assert bridged.app_member() == old_member
+    assert generations(kafka, bridged.group)[-1] == generation
+
+    bridged.start_app()
+    ended = wait_for(lambda: bridged.sidecar.status()["bridge"], lambda b: b["state"] == "ended",
+                     timeout=bound(2 * HEARTBEAT, slack=30), what="the bridge ending")  # fmt: skip
+    assert ended["outcome"] == "rejoined", ended
+    java = bridged.java
+    assert java is not None
+    back = wait_for(lambda: java.last("group"),
+                    lambda e: e is not None and e["member_id"] not in ("", old_member) and bool(e["assigned"]),
+                    timeout=60, what="the restarted Java app holding partitions as a new member id")  # fmt: skip
+    assert back is not None
+    wait_for(bridged.stable, lambda n: n == 2, timeout=60, what=f"{bridged.group}: both members Stable again")
+    assert back["generation"] == generation
+    assert bridged.app_member() == back["member_id"]
+    assert generations(kafka, bridged.group)[-1] == generation, "the restart cost a rebalance"
+    assert bridged.sidecar.metric('vigil_sidecar_bridges_ended_total{outcome="rejoined"}') == 1
+
+
 def test_a_stalled_but_alive_app_is_never_bridged_and_expires_as_stock(
     kafka: KafkaCluster, bridged_groups: Callable[..., BridgedGroup]
 ) -> None:

@@ -122,7 +122,8 @@ def test_a_killed_kip848_static_app_started_again_takes_its_member_over_at_once(
 def test_a_killed_kip848_static_java_app_started_again_takes_its_member_over_at_once(
     kafka: KafkaCluster, tmp_path: Path
 ) -> None:
-    """kafka-clients (the broker's, 4.4.0 by default) with JAVA.md's `VigilBeacon` and `VigilHold`."""
+    """kafka-clients (the broker's, 4.4.0 by default) as vigil's `VigilConsumer` (java/): its `VigilHold` is the
+    proof that the killed app ended."""
     g = Static848.start(kafka, tmp_path, "release-java", "rel-java")
     conn, topic, group, sidecar = g.conn, g.topic, g.group, g.sidecar
 

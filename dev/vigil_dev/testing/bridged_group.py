@@ -1,12 +1,13 @@
 """The heartbeat bridge's test harness: a static group of an in-process static member (joined first: the leader) and
-the static app (`vigil_testapps.static_app`, a real process, killable) next to its own sidecar (a real process),
+the static app (`vigil_testapps.static_app`, or with `java=True` vigil's Java `VigilConsumer` in
+`java_consumer`'s StallingConsumer: a real process, killable) next to its own sidecar (a real process),
 with a test's sidecar settings over the defaults below. The `bridged_groups` fixture makes them for a test and
 closes them after it (a pytest plugin of tests/conftest.py)."""
 
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from confluent_kafka import KafkaException
@@ -14,7 +15,7 @@ from confluent_kafka import KafkaException
 from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import procs
 from vigil_dev.kafka.cluster import KafkaCluster
-from vigil_dev.testing import clients, static_app
+from vigil_dev.testing import clients, java_consumer, static_app
 from vigil_dev.testing.broker_log import generations
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
@@ -53,7 +54,14 @@ class BridgedGroup:
     (its sidecar's instance id), on a topic of 3 partitions (`replication` replicas); files under `tmp/<name>`."""
 
     def __init__(
-        self, kafka: KafkaCluster, tmp: Path, name: str, *, replication: int = 1, **sidecar_settings: str | float
+        self,
+        kafka: KafkaCluster,
+        tmp: Path,
+        name: str,
+        *,
+        replication: int = 1,
+        app: Literal["python", "java"] = "python",
+        **sidecar_settings: str | float,
     ) -> None:
         self.kafka = kafka
         self.conn: KafkaConnection = kafka.connection()
@@ -69,6 +77,9 @@ class BridgedGroup:
         self.max_poll_ms: int | None = None
         """The app's max.poll.interval.ms at its next start (None: the app's default)."""
         self.app: procs.Managed | None = None
+        self.app_kind = app
+        self.java: java_consumer.JavaConsumer | None = None
+        """The Java app, when `app` is java (its `process` is `self.app`)."""
 
     def member(self, instance: str) -> clients.Member:
         """One more in-process static member (`instance` its instance and client id), started; closed with the group."""
@@ -80,6 +91,20 @@ class BridgedGroup:
 
     def start_app(self) -> None:
         """The app as a real process, beaconing to the sidecar (again after a kill: the same log, appended)."""
+        if self.app_kind == "java":
+            properties = {
+                "session.timeout.ms": str(int(SESSION * 1000)),
+                "heartbeat.interval.ms": str(int(HEARTBEAT * 1000)),
+            }
+            if self.max_poll_ms is not None:
+                properties["max.poll.interval.ms"] = str(self.max_poll_ms)
+            self.java = java_consumer.start(
+                self.kafka.libs, self.conn, group=self.group, topic=self.topic, client_id=self.instance,
+                state_dir=self.tmp, protocol="classic", listener=False, beacon_addr=self.sidecar.beacon_addr,
+                instance_id=self.instance, properties=properties,
+            )  # fmt: skip
+            self.app = self.java.process
+            return
         self.app = static_app.start(
             self.conn, self.group, self.topic, self.instance, self.tmp,
             beacon_addr=self.sidecar.beacon_addr, max_poll_interval_ms=self.max_poll_ms,
@@ -91,6 +116,9 @@ class BridgedGroup:
 
     def app_generation(self) -> int:
         """The generation the app itself last reported with an assignment (its log), -1 before it has one."""
+        if self.java is not None:
+            held = [e for e in self.java.events() if e["event"] == "group" and e["assigned"] and e["member_id"]]
+            return int(held[-1]["generation"]) if held else -1
         found = re.findall(r"generation=(-?\d+) assigned=[1-9]", self.app_log())
         return int(found[-1]) if found else -1
 

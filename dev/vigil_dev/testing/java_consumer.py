@@ -24,6 +24,9 @@ from vigil_dev.errors import DevError
 from vigil_dev.testing.waiting import wait_for
 
 SOURCE = Path(__file__).with_name("java") / "StallingConsumer.java"
+LIBRARY = Path(__file__).parents[3] / "java" / "src" / "main" / "java"
+"""vigil's Java library (`java/`, built by Maven as dev.vigil:vigil-kafka-clients): the test apps compile against
+its sources, so what they run is the library as it is in this checkout."""
 EVENT_PREFIX = "vigil-java "
 
 #: The test rules' client timings, in Java's names (`clients.CONSUMER_DEFAULTS`); KIP-848 keeps session,
@@ -52,10 +55,12 @@ def lib_jar(libs: Path, artifact: str) -> Path:
 
 
 def compiled(source: Path, classpath: Sequence[Path]) -> Path:
-    """The directory holding the classes of `source` (its main class named as the file), compiled against
-    `classpath` now if this source and these jars never were."""
+    """The directory holding the classes of `source` (its main class named as the file) and of the library classes
+    it uses, compiled against `classpath` now if these sources and jars never were."""
     main_class = f"{source.stem}.class"
     key = hashlib.sha256(source.read_bytes())
+    for library_source in sorted(LIBRARY.rglob("*.java")):
+        key.update(b"\0" + str(library_source.relative_to(LIBRARY)).encode() + b"\0" + library_source.read_bytes())
     for jar in classpath:
         key.update(b"\0" + jar.name.encode() + b"\0" + jar.read_bytes())
     target = paths.cache_dir() / "java" / key.hexdigest()[:16]
@@ -69,7 +74,7 @@ def compiled(source: Path, classpath: Sequence[Path]) -> Path:
     try:
         cp = os.pathsep.join(map(str, classpath))
         done = subprocess.run(
-            [javac, "-Xlint:all", "-Werror", "-cp", cp, "-d", str(scratch), str(source)],
+            [javac, "-Xlint:all", "-Werror", "-cp", cp, "-sourcepath", str(LIBRARY), "-d", str(scratch), str(source)],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         if done.returncode != 0:

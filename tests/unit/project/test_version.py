@@ -1,7 +1,10 @@
-"""One version: the package, the chart (version and appVersion: the default image tags) and the code agree."""
+"""One version: the package, the chart (version and appVersion: the default image tags), the Java library and the
+code agree."""
 
 import importlib.metadata
+import re
 import tomllib
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import yaml
@@ -26,3 +29,16 @@ def test_the_installed_distribution_is_this_version() -> None:
 def test_the_default_sidecar_image_follows_the_release() -> None:
     assert InjectionConfig(operator_namespace="x").sidecar_image == f"vigil-sidecar:{VERSION}"
     assert OperatorSettings().sidecar_image == f"vigil-sidecar:{VERSION}"
+
+
+def test_the_java_library_is_this_version_under_the_coordinates_java_md_gives() -> None:
+    pom = ET.parse(ROOT / "java" / "pom.xml").getroot()  # noqa: S314 - this checkout's own file
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    coordinates = tuple(pom.findtext(f"m:{key}", namespaces=ns) for key in ("groupId", "artifactId", "version"))
+    assert coordinates == ("dev.vigil", "vigil-kafka-clients", VERSION)
+    doc = (ROOT / "sidecar" / "vigil_sidecar" / "JAVA.md").read_text()
+    assert f"**`{':'.join(coordinates)}`**" in doc
+    block = re.search(r"```xml\n(.*?)```", doc, re.S)
+    assert block is not None
+    dependency = ET.fromstring(block.group(1))  # noqa: S314 - this checkout's own file
+    assert tuple(dependency.findtext(key) for key in ("groupId", "artifactId", "version")) == coordinates
