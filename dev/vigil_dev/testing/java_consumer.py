@@ -90,32 +90,50 @@ def compiled(source: Path, classpath: Sequence[Path]) -> Path:
 
 
 def launch(
-    name: str, classes: Path, libs: Path, main_class: str, args: Sequence[str], *, state_dir: Path, log_level: str
+    name: str,
+    classes: Path,
+    libs: Path,
+    main_class: str,
+    args: Sequence[str],
+    *,
+    state_dir: Path,
+    log_level: str,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[procs.Managed, Path]:
     """Start `main_class` (128 MB of heap: the machine has 2 cores and a broker) as `name` with its pid file and log
-    (stdout and the client's log4j2 output at `log_level`) in `state_dir`; returns (process, log) at once."""
+    (stdout and the client's log4j2 output at `log_level`) in `state_dir`, `env` added to its environment; returns
+    (process, log) at once."""
     argv = [
         "java", "-Xmx128m", f"-Dorg.apache.logging.log4j.level={log_level}",  # log4j2's default configuration
         "-cp", f"{classes}{os.pathsep}{libs}/*", main_class, *args,
     ]  # fmt: skip
     marker_key, marker_value = "VIGIL_TEST_JAVA_APP", str(state_dir / name)
     java_home = os.environ.get("JAVA_HOME")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), marker_key: marker_value}
+    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {}), marker_key: marker_value}
     if java_home:
-        env["JAVA_HOME"] = java_home
+        environment["JAVA_HOME"] = java_home
     log = state_dir / f"{name}.log"
     process = procs.start(
-        name, argv, pid_file=state_dir / f"{name}.pid", marker=f"{marker_key}={marker_value}", log_file=log, env=env
-    )
+        name, argv, pid_file=state_dir / f"{name}.pid", marker=f"{marker_key}={marker_value}", log_file=log,
+        env=environment,
+    )  # fmt: skip
     return process, log
 
 
 @dataclass(frozen=True)
 class JavaApp:
-    """A started Java test app: its process and its log (stdout and the client's log4j output)."""
+    """A started Java test app: its process, its log (stdout and the client's log4j output) and the file that stalls
+    it (its polling thread stops polling while the file exists; the client's own threads keep running)."""
 
     process: procs.Managed
     log: Path
+    stall_file: Path
+
+    def stall(self) -> None:
+        self.stall_file.touch()
+
+    def resume(self) -> None:
+        self.stall_file.unlink(missing_ok=True)
 
     def events(self) -> list[dict[str, Any]]:
         """Every `vigil-java` event line so far, in order."""
@@ -148,16 +166,7 @@ class JavaApp:
 
 @dataclass(frozen=True)
 class JavaConsumer(JavaApp):
-    """A started StallingConsumer, and the file that stalls it."""
-
-    stall_file: Path
-
-    def stall(self) -> None:
-        """Stop calling poll() (no call on the consumer at all); the client's own threads keep running."""
-        self.stall_file.touch()
-
-    def resume(self) -> None:
-        self.stall_file.unlink(missing_ok=True)
+    """A started StallingConsumer: stalled, it makes no call on the consumer at all."""
 
 
 def start(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from vigil_core.kafka.security import KafkaConnection, Protocol
+from vigil_core.sidecar_contract import BEACON_ADDR_ENV
 from vigil_dev.errors import DevError
 from vigil_dev.testing.java_consumer import JavaApp, compiled, launch, lib_jar
 
@@ -56,11 +57,14 @@ def start(
     state_dir: Path,
     protocol: Literal["classic", "streams"],
     instance_id: str | None = None,
+    beacon_addr: str | None = None,
     properties: Mapping[str, str] | None = None,
     log_level: str = "INFO",
 ) -> StreamsApp:
     """Compile if needed and start the app as `name` (its client.id, its files in `state_dir`); returns at once.
-    `properties` (StreamsConfig names) override the test defaults."""
+    With `beacon_addr` its main consumers are vigil's (`VigilClientSupplier`), finding their sidecar where the
+    injection webhook says it is, `$VIGIL_BEACON_ADDR`. `properties` (StreamsConfig names) override the test
+    defaults."""
     if connection.security_protocol is not Protocol.PLAINTEXT:
         raise DevError("the Kafka Streams test app speaks PLAINTEXT only")
     classes = compiled(SOURCE, [lib_jar(libs, "kafka-streams"), lib_jar(libs, "kafka-clients")])
@@ -71,7 +75,14 @@ def start(
     ]  # fmt: skip
     if instance_id is not None:
         args += ["--instance-id", instance_id]
+    env = {}
+    if beacon_addr is not None:
+        args.append("--vigil")
+        env[BEACON_ADDR_ENV] = beacon_addr
+    stall_file = state_dir / f"{name}.stall"
+    stall_file.unlink(missing_ok=True)
+    args += ["--stall-file", str(stall_file)]
     for key, value in {**defaults, "client.id": name, **(properties or {})}.items():
         args += ["--property", f"{key}={value}"]
-    process, log = launch(name, classes, libs, SOURCE.stem, args, state_dir=state_dir, log_level=log_level)
-    return StreamsApp(process, log, application_id)
+    process, log = launch(name, classes, libs, SOURCE.stem, args, state_dir=state_dir, log_level=log_level, env=env)
+    return StreamsApp(process, log, stall_file, application_id)

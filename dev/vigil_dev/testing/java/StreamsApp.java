@@ -4,14 +4,21 @@
 // dev/vigil_dev/testing/streams_app.py (`java -cp <this>:<kafka libs>/* StreamsApp ...`).
 //
 // Arguments: --bootstrap H:P --application-id A --input T --output T --protocol classic|streams
-//            [--instance-id I] [--state-dir PATH] [--property k=v]...
+//            [--instance-id I] [--state-dir PATH] [--vigil] [--stall-file PATH] [--property k=v]...
+// --vigil: the stream threads' main consumers are vigil's (VigilClientSupplier, java/): they beacon to the sidecar
+// $VIGIL_BEACON_ADDR names. --stall-file: while the file exists, processing a record blocks (the thread stops
+// polling, its consumer's heartbeat thread keeps running): a stalled app.
 // --instance-id is the main consumer's group.instance.id (a static member; Kafka Streams suffixes it with the
 // stream thread's index). --property sets any StreamsConfig (prefixed ones too) and overrides the defaults here.
 //
 // stdout: one line per event, `vigil-java {json}`: started, state (each KafkaStreams state change: old, new),
-// error (an uncaught exception in a stream thread; the client then shuts down), closed (after SIGTERM).
+// stalled / resumed (a record's processing blocked by the stall file, then let go), error (an uncaught exception in a
+// stream thread; the client then shuts down), closed (after SIGTERM).
 // The client's own log (log4j2 defaults) goes to the same stream without the prefix.
 
+import dev.vigil.kafka.VigilClientSupplier;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Locale;
 import java.util.Properties;
@@ -27,7 +34,8 @@ import org.apache.kafka.streams.kstream.Produced;
 public final class StreamsApp {
     public static void main(String[] args) throws InterruptedException {
         Properties props = new Properties();
-        String input = null, output = null;
+        String input = null, output = null, stallFile = null;
+        boolean vigil = false;
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "500");  // offsets committed promptly: lag 0 soon
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, "1");
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
@@ -40,6 +48,8 @@ public final class StreamsApp {
                 case "--protocol" -> props.put("group.protocol", args[++i]);  // StreamsConfig's name, 4.1+
                 case "--instance-id" -> props.put(StreamsConfig.consumerPrefix("group.instance.id"), args[++i]);
                 case "--state-dir" -> props.put(StreamsConfig.STATE_DIR_CONFIG, args[++i]);
+                case "--vigil" -> vigil = true;
+                case "--stall-file" -> stallFile = args[++i];
                 case "--property" -> {
                     String[] kv = args[++i].split("=", 2);
                     props.put(kv[0], kv[1]);
@@ -49,11 +59,17 @@ public final class StreamsApp {
         }
         if (input == null || output == null) throw new IllegalArgumentException("--input and --output are required");
 
+        Path stall = stallFile == null ? null : Path.of(stallFile);
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
-                .mapValues(value -> value == null ? null : value.toUpperCase(Locale.ROOT))
+                .mapValues(value -> {
+                    if (stall != null) blockWhileExists(stall);
+                    return value == null ? null : value.toUpperCase(Locale.ROOT);
+                })
                 .to(output, Produced.with(Serdes.String(), Serdes.String()));
-        KafkaStreams streams = new KafkaStreams(builder.build(), props);
+        KafkaStreams streams = vigil
+                ? new KafkaStreams(builder.build(), props, new VigilClientSupplier())
+                : new KafkaStreams(builder.build(), props);
         streams.setStateListener((now, before) ->
                 emit("state", "\"state\":" + q(now.name()) + ",\"old\":" + q(before.name())));
         streams.setUncaughtExceptionHandler(e -> {
@@ -71,6 +87,21 @@ public final class StreamsApp {
                 + ",\"pid\":" + ProcessHandle.current().pid());
         streams.start();
         closed.await();  // the stream threads do the work; the JVM ends once the shutdown hook has closed them
+    }
+
+    /** Blocks the stream thread (no poll) while `stall` exists. */
+    private static void blockWhileExists(Path stall) {
+        if (!Files.exists(stall)) return;
+        emit("stalled", "\"at\":" + System.currentTimeMillis());
+        while (Files.exists(stall)) {
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+        emit("resumed", "\"at\":" + System.currentTimeMillis());
     }
 
     private static void emit(String event, String fields) {

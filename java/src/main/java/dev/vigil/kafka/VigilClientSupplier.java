@@ -1,6 +1,7 @@
 package dev.vigil.kafka;
 
 import java.util.Map;
+import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -19,6 +20,11 @@ import org.apache.kafka.streams.KafkaClientSupplier;
  * app with the sidecar's {@code progress} signal.
  */
 public class VigilClientSupplier implements KafkaClientSupplier {
+    @Override
+    public Admin getAdmin(Map<String, Object> config) {  // the interface's default throws (kafka-streams 4.x)
+        return Admin.create(config);
+    }
+
     @Override
     public Producer<byte[], byte[]> getProducer(Map<String, Object> config) {
         return new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer());

@@ -1,0 +1,111 @@
+"""A Kafka Streams app (classic protocol) whose main consumer is vigil's (`VigilClientSupplier`, java/) next to a real
+`vigil sidecar`: a stream thread stuck in processing stops polling (its consumer's heartbeat thread keeps the member
+in the group, as it would for up to `max.poll.interval.ms`, 5 minutes by default); the sidecar sees the beacons stop,
+evicts exactly that member (LeaveGroup with its member id), and the other instance takes its task over. Let go, the
+stuck thread rejoins.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from vigil_core.kafka.group_client import GroupClient
+from vigil_core.kafka.model import GroupState, GroupView, TopicPartitionRef
+from vigil_dev.kafka.cluster import KafkaCluster
+from vigil_dev.testing import broker_log, clients, streams_app
+from vigil_dev.testing.sidecar import start_sidecar
+from vigil_dev.testing.streams_app import StreamsApp
+from vigil_dev.testing.waiting import bound, wait_for
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+STALL = 6.0
+CHECK = 1.0
+JOIN_TIMEOUT = 90.0
+"""A JVM and Kafka Streams starting on 2 cores next to the broker, then the classic group's join."""
+
+
+def _each_reading_one(view: GroupView) -> bool:
+    return (
+        view.state is GroupState.STABLE and len(view.members) == 2 and all(len(m.assignment) == 1 for m in view.members)
+    )
+
+
+def _only_pod_b_reading_both(view: GroupView) -> bool:
+    return (
+        view.state is GroupState.STABLE
+        and [m.member_id for m in view.members] == [_app(view, "pod-b")]
+        and len(view.members[0].assignment) == PARTITIONS
+    )
+
+
+def _app(view: GroupView, name: str) -> str | None:
+    """The member id of app `name` (Kafka Streams' main consumer: client.id `<name>-StreamThread-1-consumer`)."""
+    return next((m.member_id for m in view.members if m.client_id.startswith(f"{name}-")), None)
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
+def test_a_stalled_streams_thread_is_evicted_and_its_task_moves_to_the_other_instance(
+    kafka: KafkaCluster, artifacts_dir: Path, static: bool
+) -> None:
+    """Static: each instance's `group.instance.id` is its pod's name, which Kafka Streams suffixes with the thread's
+    index for the main consumer (`pod-a-1`): the sidecar watches that instance id."""
+    conn = kafka.connection()
+    source = clients.create_topic(conn, clients.unique("streams-stall-in"), partitions=PARTITIONS)
+    sink = clients.create_topic(conn, clients.unique("streams-stall-out"), partitions=PARTITIONS)
+    group = clients.unique("g-streams-stall")
+    state_dir = artifacts_dir / "streams-stall" / group
+    state_dir.mkdir(parents=True)
+    settings: dict[str, str | float] = {
+        "stall_timeout_seconds": STALL, "check_interval_seconds": CHECK, "action": "leave-group",
+        "group_protocol": "classic", "session_timeout_seconds": 6, "heartbeat_interval_seconds": 1, "budget": "none",
+        "events_topic": "",
+    }  # fmt: skip
+    if static:
+        settings["instance_id"] = "pod-a-1"
+    sidecar = start_sidecar(conn, group, "pod-a", state_dir, env=None, **settings)
+    apps: list[StreamsApp] = []
+    client = GroupClient(conn)
+    try:
+        for name, beacon in (("pod-a", sidecar.beacon_addr), ("pod-b", None)):
+            apps.append(streams_app.start(
+                kafka.libs, conn, application_id=group, input_topic=source, output_topic=sink, name=name,
+                state_dir=state_dir, protocol="classic", beacon_addr=beacon, instance_id=name if static else None,
+            ))  # fmt: skip
+        stalling, other = apps
+        view = wait_for(lambda: client.describe(group, subscriptions=False), _each_reading_one, timeout=JOIN_TIMEOUT,
+                        what=f"{group}: two Kafka Streams instances Stable, one task each")  # fmt: skip
+        member = _app(view, "pod-a")
+        assert member is not None, view.members
+        assert [m.instance_id for m in view.members if m.member_id == member] == ["pod-a-1" if static else None]
+        wait_for(lambda: (sidecar.status().get("member") or {}).get("member_id"), lambda m: m == member,
+                 timeout=30, what="the sidecar proving pod-a's member from its beacons")  # fmt: skip
+
+        stalling.stall()
+        produced = clients.produce_spread(conn, source, [f"r{i}" for i in range(10)], PARTITIONS)
+        stalling.wait_event(lambda e: e["event"] == "stalled", timeout=30, what="pod-a's stream thread stuck")
+        wait_for(lambda: sidecar.metric('vigil_sidecar_actions_total{action="leave-group",outcome="NONE"}'),
+                 lambda n: n == 1, timeout=bound(STALL + 2 * CHECK, slack=10),
+                 what="the sidecar evicting pod-a's member")  # fmt: skip
+        pattern = rf"{re.escape(member)}.* has left group .*vigil: no poll"  # 3.9 and 4.x word it differently
+        wait_for(lambda: len(broker_log.broker_lines(kafka, group, pattern)), lambda n: n == 1, timeout=15,
+                 what=f"the broker logging {member} removed by vigil's LeaveGroup")  # fmt: skip
+        moved = wait_for(lambda: client.describe(group, subscriptions=False), _only_pod_b_reading_both, timeout=60,
+                         what="pod-b alone, reading both partitions")  # fmt: skip
+        assert member not in {m.member_id for m in moved.members}
+        out = [TopicPartitionRef(sink, p) for p in range(PARTITIONS)]
+        wait_for(lambda: sum(client.end_offsets(out).values()), lambda n: n >= produced, timeout=60,
+                 what="every record processed, pod-a's partition by pod-b")  # fmt: skip
+        assert not other.process.exited()
+
+        stalling.resume()
+        wait_for(lambda: client.describe(group, subscriptions=False), _each_reading_one, timeout=JOIN_TIMEOUT,
+                 what="pod-a back, after its stream thread was let go: one task each again")  # fmt: skip
+    finally:
+        for app in apps:
+            app.resume()
+            app.stop()
+        sidecar.stop()
+        client.close()
