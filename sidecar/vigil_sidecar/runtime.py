@@ -81,7 +81,9 @@ class Sidecar:
         """The (member id, instance id) of the last stall-detected event until the app polls again."""
         self._eviction_prepared = False
         """The LeaveGroup client was made (or is being made) ahead of an eviction (`PREPARE_EVICTION_AT`)."""
-        self.worker = KafkaWorker(connection, settings.pod_name)
+        self.worker = KafkaWorker(
+            connection, settings.pod_name, other_types_after=PREPARE_EVICTION_AT * settings.stall_timeout_seconds
+        )
         self.emitter = Emitter(settings, connection)
         self.said = Said()
         self.background = Background()
@@ -288,7 +290,7 @@ class Sidecar:
         return CoordinatorResult(self.worker.client().locate(self.settings.group_id))  # no kafka-python needed
 
     def _describe(self) -> Observation:
-        return DescribeResult(self.worker.client().describe(self.settings.group_id, subscriptions=False))
+        return DescribeResult(self.worker.describe(self.settings.group_id))
 
     def _evict(self, evict: Evict) -> Observation:
         view = self.state.view

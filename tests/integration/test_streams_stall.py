@@ -109,3 +109,56 @@ def test_a_stalled_streams_thread_is_evicted_and_its_task_moves_to_the_other_ins
             app.stop()
         sidecar.stop()
         client.close()
+
+
+@pytest.mark.kafka_min("4.4")  # static membership under the streams protocol (KIP-1071's, in 4.4)
+def test_a_stalled_streams_group_member_is_restarted_never_removed(kafka: KafkaCluster, artifacts_dir: Path) -> None:
+    """`group.protocol=streams`: no beacon (Kafka Streams builds its main consumer itself), so the sidecar watches
+    committed progress; no Kafka API removes a streams group's member, so `leave-group` becomes a restart: the
+    sidecar fails the app's probe and sends nothing to the broker."""
+    conn = kafka.connection()
+    source = clients.create_topic(conn, clients.unique("streams-stall-in"), partitions=PARTITIONS)
+    sink = clients.create_topic(conn, clients.unique("streams-stall-out"), partitions=PARTITIONS)
+    group = clients.unique("g-streams-stall")
+    state_dir = artifacts_dir / "streams-stall" / group
+    state_dir.mkdir(parents=True)
+    settings: dict[str, str | float] = {
+        "signal": "progress", "stall_timeout_seconds": STALL, "check_interval_seconds": CHECK,
+        "action": "leave-group", "group_protocol": "consumer", "session_timeout_seconds": 45, "budget": "none",
+        "events_topic": "", "instance_id": "pod-a-1",
+    }  # fmt: skip
+    sidecar = start_sidecar(conn, group, "pod-a", state_dir, env=None, **settings)
+    apps: list[StreamsApp] = []
+    client = GroupClient(conn)
+    try:
+        for name in ("pod-a", "pod-b"):
+            apps.append(streams_app.start(
+                kafka.libs, conn, application_id=group, input_topic=source, output_topic=sink, name=name,
+                state_dir=state_dir, protocol="streams", instance_id=name,
+            ))  # fmt: skip
+        stalling, _ = apps
+        view = wait_for(lambda: client.describe(group, subscriptions=False), _each_reading_one, timeout=JOIN_TIMEOUT,
+                        what=f"{group}: two Kafka Streams instances Stable, one task each")  # fmt: skip
+        member = _app(view, "pod-a")
+        assert member is not None, view.members
+        # the progress signal judges commits: first some, on both partitions (a member that never committed is
+        # progress unknown, an alert)
+        clients.produce_spread(conn, source, ["first-0", "first-1"], PARTITIONS)
+        inputs = [TopicPartitionRef(source, p) for p in range(PARTITIONS)]
+        wait_for(lambda: client.committed_offsets(group), lambda c: c == client.end_offsets(inputs), timeout=60,
+                 what="both instances committed what they processed")  # fmt: skip
+        stalling.stall()
+        clients.produce_spread(conn, source, [f"r{i}" for i in range(10)], PARTITIONS)
+        stalling.wait_event(lambda e: e["event"] == "stalled", timeout=30, what="pod-a's stream thread stuck")
+        wait_for(lambda: sidecar.get("/v1/probe/app")[0], lambda code: code == 503,
+                 timeout=bound(STALL + 2 * CHECK, slack=20),
+                 what="the sidecar failing pod-a's probe: a restart")  # fmt: skip
+        assert sidecar.metric('vigil_sidecar_actions_total{action="restart",outcome="NONE"}') == 1
+        assert 'action="leave-group"' not in sidecar.get("/metrics")[1]
+        assert member in {m.member_id for m in client.describe(group, subscriptions=False).members}
+    finally:
+        for app in apps:
+            app.resume()
+            app.stop()
+        sidecar.stop()
+        client.close()

@@ -220,7 +220,8 @@ class GroupClient:
         if group_type is GroupType.CLASSIC and reported is GroupState.DEAD and not members and self.wire_made:
             # librdkafka describes share and streams groups as not found: their own describes say what they are. A
             # client with its wire on demand (the sidecar) asks them once the wire is made — the sidecar makes it
-            # at half a stall timeout, before it can act — not to load kafka-python for every group not yet there
+            # once its group has been not found for half a stall timeout (`KafkaWorker.describe`), or ahead of an
+            # eviction — not to load kafka-python for every group not yet there
             other = self._wire.other_type(desc.coordinator.id, group_id)
             if other is not None:
                 kind, typed = other

@@ -138,6 +138,12 @@ class GroupView:
     def member(self, member_id: str) -> MemberView | None:
         return next((m for m in self.members if m.member_id == member_id), None)
 
+    @property
+    def not_found(self) -> bool:
+        """What librdkafka says of a group its coordinator does not know (Dead, classic, no members) — and of a
+        share or streams group, which only their own describes tell apart."""
+        return self.state is GroupState.DEAD and self.type is GroupType.CLASSIC and not self.members
+
 
 @dataclass(frozen=True)
 class GroupTimings:

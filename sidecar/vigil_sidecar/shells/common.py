@@ -7,6 +7,7 @@ import functools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from vigil_core.kafka.event_sink import EventSink
 from vigil_core.kafka.group_client import GroupClient
+from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.security import KafkaConnection
 from vigil_sidecar.config import SidecarSettings
 from vigil_sidecar.metrics import Metrics
@@ -101,16 +103,45 @@ class KafkaWorker:
     request that needs it (a LeaveGroup, a KIP-848 describe): the beacon and progress signals' describes, offsets
     and coordinator lookups go through confluent-kafka alone, so kafka-python is not in a healthy sidecar's RSS."""
 
-    def __init__(self, connection: KafkaConnection, pod_name: str) -> None:
+    def __init__(
+        self,
+        connection: KafkaConnection,
+        pod_name: str,
+        *,
+        other_types_after: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`other_types_after`: seconds a group stays not found before it is asked whether it is a share or
+        streams group (which loads kafka-python)."""
         self.connection = connection
         self.client_id = f"vigil-sidecar-{pod_name}"
         self._pool = DaemonWorker("vigil-kafka")
         self._client: GroupClient | None = None
+        self._other_types_after = other_types_after
+        self._clock = clock
+        self._not_found_since: float | None = None
 
     def client(self) -> GroupClient:
         if self._client is None:
             self._client = GroupClient(self.connection, client_id=self.client_id, wire_on_demand=True)
         return self._client
+
+    def describe(self, group_id: str) -> GroupView:
+        """The group as `GroupClient.describe` gives it (no subscriptions). librdkafka calls a share or streams
+        group not found, as a group not there yet (an app still starting): once the group has been not found for
+        `other_types_after`, the client's kafka-python half is made and their own describes are asked."""
+        client = self.client()
+        view = client.describe(group_id, subscriptions=False)
+        if not view.not_found or client.wire_made:
+            self._not_found_since = None
+            return view
+        now = self._clock()
+        if self._not_found_since is None:
+            self._not_found_since = now
+        if now - self._not_found_since < self._other_types_after:
+            return view
+        client.open_wire()
+        return client.describe(group_id, subscriptions=False)
 
     def run(self, work: Callable[..., T], *args: Any) -> "asyncio.Future[T]":
         """`work(*args)` on the worker thread."""

@@ -49,7 +49,7 @@ class Signals(Shell):
         (instance id, then client.id == pod name); None when none is or Kafka did not answer, said once per
         `source`."""
         try:
-            view = self.worker.client().describe(self.settings.group_id, subscriptions=False)
+            view = self.worker.describe(self.settings.group_id)
         except GroupClientError as exc:
             self.said.once(source, f"{source}: {exc}")
             return None

@@ -14,7 +14,8 @@ from vigil_core.kafka.security import KafkaConnection
 from vigil_sidecar.shells.common import KafkaWorker
 
 seen = {"after_import": "kafka" in sys.modules}
-worker = KafkaWorker(KafkaConnection(bootstrap_servers="127.0.0.1:9"), "pod-a")  # nothing listens: never contacted
+# nothing listens: never contacted
+worker = KafkaWorker(KafkaConnection(bootstrap_servers="127.0.0.1:9"), "pod-a", other_types_after=3.0)
 client = worker.client()
 seen |= {"after_client": "kafka" in sys.modules, "wire_made": client.wire_made}
 import vigil_core.kafka.wire  # the adapter itself: the probe sees kafka-python once it is loaded
