@@ -82,3 +82,22 @@ def test_every_confluent_group_state_and_type_maps_to_ours() -> None:
 def test_every_state_the_broker_names_maps_to_itself(state: GroupState) -> None:
     """ConsumerGroupDescribe's names (Empty, Assigning, Reconciling, Stable, Dead) and the classic ones."""
     assert model.by_name(GroupState, state.value, GroupState.UNKNOWN) is state
+
+
+# (case, state, type, with a member, librdkafka's "not found")
+NOT_FOUND = [
+    ("Dead, classic, nobody: not found (or a share or streams group)", S.DEAD, CLASSIC, False, True),
+    ("Dead with a member: found", S.DEAD, CLASSIC, True, False),
+    ("Empty classic: found", S.EMPTY, CLASSIC, False, False),
+    ("Dead KIP-848: found (ConsumerGroupDescribe said so)", S.DEAD, KIP848, False, False),
+    ("Dead share: its own describe said so", S.DEAD, GroupType.SHARE, False, False),
+]
+
+
+@pytest.mark.parametrize(("state", "kind", "member", "expected"), [c[1:] for c in NOT_FOUND],
+                         ids=[c[0] for c in NOT_FOUND])  # fmt: skip
+def test_not_found_is_what_librdkafka_says_of_a_group_it_cannot_see(
+    state: GroupState, kind: GroupType, member: bool, expected: bool
+) -> None:
+    members = (model.MemberView("m", None, "c", "/h", ()),) if member else ()
+    assert model.GroupView("g", state, kind, "", 1, members).not_found is expected
