@@ -113,9 +113,9 @@ class Description:
     members: tuple[MemberView, ...] = ()
     """Assignments sorted, as `GroupClient.describe` gives them; no subscriptions."""
     epoch: int | None = None
-    """The KIP-848 group epoch (None for a classic group)."""
+    """The group epoch of a KIP-848, share or streams group (None for a classic group)."""
     member_epochs: Mapping[str, int] = field(default_factory=dict)
-    """member id -> its epoch, KIP-848 (-2: a static member that left for now)."""
+    """member id -> its epoch, KIP-848, share and streams groups (-2: a static member that left for now)."""
     message: str = ""
 
 
@@ -171,11 +171,11 @@ class Observation:
     end_offsets: Mapping[TopicPartitionRef, int]
     """read_committed end offsets (LSO) of the partitions the members are assigned."""
     group_epoch: int | None = None
-    """KIP-848 only."""
+    """KIP-848, share and streams groups."""
     timings: GroupTimings | None = None
     """KIP-848 only; None too when DescribeConfigs failed (the timings are advice, the observation stands)."""
     member_epochs: Mapping[str, int] = field(default_factory=dict)
-    """KIP-848 only: member id -> its epoch."""
+    """KIP-848, share and streams groups: member id -> its epoch (-2: a static member that left for now)."""
     share_lag: Mapping[TopicPartitionRef, int] = field(default_factory=dict)
     """Share groups only: per share-partition, the records not yet delivered and acknowledged, as the broker counts
     them (KIP-1226); empty too when the broker could not say (advice, like `timings`: the observation stands)."""
