@@ -211,6 +211,13 @@ def test_a_share_group_s_lag_is_the_broker_s_not_end_minus_committed(
     assert group_lag(replace(facts(shared, {}, end), share_lag=share_lag)) == total
 
 
+@pytest.mark.parametrize("kind", [GroupType.CONSUMER, GroupType.STREAMS])
+def test_kip848_and_streams_groups_lag_as_classic_ones_by_their_commits(kind: GroupType) -> None:
+    """Streams groups commit to __consumer_offsets; a member's assignment is what its active tasks read."""
+    typed = replace(view([member("m", "c", [P0, P1])]), type=kind)
+    assert group_lag(facts(typed, {P0: 3, P1: 10}, {P0: 5, P1: 10})) == 2
+
+
 def test_a_resync_that_sees_the_same_group_later_says_the_same_status() -> None:
     """The status holds state, not readings: the same group seen 30 s later, with other offsets, is the same status
     (the runtime then writes nothing)."""
