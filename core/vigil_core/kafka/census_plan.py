@@ -288,6 +288,11 @@ class CoordinatorPlan:
         """The groups OffsetFetch asks for (the others do not exist: nothing committed)."""
         return frozenset(g for batch in self.offsets for g in batch)
 
+    @property
+    def lagged(self) -> frozenset[str]:
+        """The share groups DescribeShareGroupOffsets asks for."""
+        return frozenset(g for batch in self.share_offsets for g in batch)
+
 
 def plan(node: int, listed: Sequence[ListedGroup], size: int = GROUPS_PER_REQUEST) -> CoordinatorPlan:
     """The batched requests for the groups `node` lists: a classic group with members is described by
@@ -474,8 +479,7 @@ def observe_all(
     share_offsets: Batch[ShareOffsets] | None = None,
 ) -> dict[str, Observation | Miss]:
     """One coordinator's answers merged: an observation or a miss for each group of its plan."""
-    node, fetched = todo.node, todo.fetched
-    shared = {g for batch in todo.share_offsets for g in batch}
+    node, fetched, lagged = todo.node, todo.fetched, todo.lagged
     out: dict[str, Observation | Miss] = {}
     for group_id, view in views(todo, described).items():
         offsets: Mapping[TopicPartitionRef, int] | Failure = {}
@@ -484,7 +488,7 @@ def observe_all(
         group_ends = view if isinstance(view, Failure) else ends_of(assigned(view), ends)
         timings = timings_of(answer_for(configs, group_id, Api.DESCRIBE_CONFIGS, node))
         lag = None
-        if group_id in shared:
+        if group_id in lagged:
             lag = share_lag_of(answer_for(share_offsets or Batch(), group_id, Api.SHARE_OFFSETS, node))
         out[group_id] = observe(view, offsets, group_ends, described.items.get(group_id), timings, share_lag=lag)
     return out

@@ -66,9 +66,4 @@ public class VigilConsumer<K, V> extends KafkaConsumer<K, V> {
     public Optional<CompletableFuture<Integer>> lastBeaconAnswer() {
         return Optional.ofNullable(lastAnswer);
     }
-
-    /** True when a sidecar was found at construction (beacons are sent). */
-    public boolean beaconing() {
-        return beacon != null;
-    }
 }
