@@ -17,36 +17,72 @@ from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
 
 log = logging.getLogger(__name__)
 
-BridgeRequest = bridge.SendHeartbeat | bridge.Remove
+BridgeRequest = bridge.SendHeartbeat | bridge.KeepAlive | bridge.Remove | bridge.Release
+Answer = bridge.HeartbeatAnswered | bridge.RemoveAnswered | bridge.ReleaseAnswered
+"""A request's answer as the engine observes it (every answer has its `outcome`)."""
 
 
-def send_request(client: GroupClient, request: BridgeRequest) -> Outcome:
-    """One Heartbeat or compare-and-remove through `client` (blocking: call it on the client's thread), every
-    failure as an Outcome."""
-    api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
+def api_of(request: BridgeRequest) -> Api:
+    """The Kafka request that carries `request` (metric labels, the outcome table)."""
+    match request:
+        case bridge.SendHeartbeat():
+            return Api.HEARTBEAT
+        case bridge.Remove():
+            return Api.LEAVE_GROUP
+    return Api.CONSUMER_GROUP_HEARTBEAT
+
+
+def answer(request: BridgeRequest, outcome: Outcome, epoch: int | None = None) -> Answer:
+    """`outcome` as the answer to `request` (`epoch`: a keep-alive's answer's)."""
+    match request:
+        case bridge.Remove():
+            return bridge.RemoveAnswered(outcome)
+        case bridge.Release():
+            return bridge.ReleaseAnswered(outcome)
+    return bridge.HeartbeatAnswered(outcome, epoch)
+
+
+def unanswered(request: BridgeRequest) -> Answer:
+    """No answer came (no client, no connection, a crash): a transport error, which the engine retries or waits out."""
+    return answer(request, classify(api_of(request), TRANSPORT_ERROR))
+
+
+def send_request(client: GroupClient, request: BridgeRequest) -> Answer:
+    """One request through `client` (blocking: call it on the client's thread), every failure as an answer."""
     try:
-        if isinstance(request, bridge.SendHeartbeat):
-            return client.heartbeat(request.group_id, request.generation, request.member_id, request.instance_id)
-        outcome = client.remove_member(request.group_id, request.member_id, request.instance_id, request.reason)
-        log.warning("bridge removed member %s: %s (%s)", request.member_id, outcome.name, request.reason)
-        return outcome
+        match request:
+            case bridge.SendHeartbeat():
+                hb = client.heartbeat(request.group_id, request.generation, request.member_id, request.instance_id)
+                return answer(request, hb)
+            case bridge.KeepAlive():
+                outcome, epoch = client.keep_alive(request.group_id, request.member_id, request.epoch,
+                                                   request.instance_id)  # fmt: skip
+                return answer(request, outcome, epoch)
+            case bridge.Release():
+                released = client.release_static_member(request.group_id, request.member_id, request.instance_id)
+                log.warning("bridge released instance id %s of member %s: %s", request.instance_id,
+                            request.member_id, released.name)  # fmt: skip
+                return answer(request, released)
+        removed = client.remove_member(request.group_id, request.member_id, request.instance_id, request.reason)
+        log.warning("bridge removed member %s: %s (%s)", request.member_id, removed.name, request.reason)
+        return answer(request, removed)
     except GroupClientError as exc:
-        return exc.outcome
+        return answer(request, exc.outcome)
     except (ConnectionError, OSError) as exc:
-        log.warning("bridge %s: %s", api.value, exc)
-        return classify(api, TRANSPORT_ERROR)
+        log.warning("bridge %s: %s", api_of(request).value, exc)
+        return unanswered(request)
 
 
 class BridgeRunner:
-    """Runs one `bridge.engine` state to its end on the event loop: `SendHeartbeat` and `Remove` through `send` (on
-    the Kafka worker thread), `Wait` as a timer, `Ended` as `run`'s result. Observations from outside (a view the
+    """Runs one `bridge.engine` state to its end on the event loop: its requests through `send` (on the Kafka worker
+    thread), `Wait` as a timer, `Ended` as `run`'s result. Observations from outside (a view the
     watchdog took, a new end of the app) come in through `observe` and are stepped in arrival order with the
     answers, on `clock` (the sidecar's: monotonic seconds; the operator's: Unix time, its states are persisted)."""
 
     def __init__(
         self,
         state: bridge.BridgeState,
-        send: Callable[[BridgeRequest], Awaitable[Outcome]],
+        send: Callable[[BridgeRequest], Awaitable[Answer]],
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -73,7 +109,7 @@ class BridgeRunner:
                 wake: float | None = None
                 for action in actions:
                     match action:
-                        case bridge.SendHeartbeat() | bridge.Remove():
+                        case bridge.SendHeartbeat() | bridge.KeepAlive() | bridge.Remove() | bridge.Release():
                             self._start(action)
                         case bridge.Wait(until=until):
                             wake = until
@@ -87,15 +123,11 @@ class BridgeRunner:
     def _start(self, request: BridgeRequest) -> None:
         async def answer() -> None:
             try:
-                outcome = await self._send(request)
+                answered = await self._send(request)
             except Exception as exc:  # noqa: BLE001 - an answer must come, or the bridge would wait forever
                 log.warning("bridge %s failed: %r", type(request).__name__, exc)
-                api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
-                outcome = classify(api, TRANSPORT_ERROR)
-            if isinstance(request, bridge.SendHeartbeat):
-                self._queue.put_nowait(bridge.HeartbeatAnswered(outcome))
-            else:
-                self._queue.put_nowait(bridge.RemoveAnswered(outcome))
+                answered = unanswered(request)
+            self._queue.put_nowait(answered)
 
         self._request = asyncio.create_task(answer())
 

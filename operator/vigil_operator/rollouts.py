@@ -17,10 +17,9 @@ from typing import Any
 
 from vigil_core import rules
 from vigil_core.bridge import engine as bridge
-from vigil_core.bridge_runner import BridgeRequest, BridgeRunner, send_request
+from vigil_core.bridge_runner import Answer, BridgeRequest, BridgeRunner, send_request, unanswered
 from vigil_core.kafka.group_client import GroupClient
 from vigil_core.kafka.model import GroupView
-from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
 from vigil_core.kafka.security import KafkaConnection
 from vigil_core.liveness import CLIENT_DEFAULT_HEARTBEAT_SECONDS
 from vigil_core.sidecar_contract import STATUS_PATH, StatusMember
@@ -95,18 +94,17 @@ class Rollouts:
         clients: list[GroupClient] = []
         interval = state.config.heartbeat_interval
 
-        def request(req: BridgeRequest) -> Outcome:
-            api = Api.HEARTBEAT if isinstance(req, bridge.SendHeartbeat) else Api.LEAVE_GROUP
+        def request(req: BridgeRequest) -> Answer:
             if not clients:
                 try:
                     clients.append(GroupClient(connection, client_id="vigil-operator-bridge", max_attempts=2,
                                                request_timeout=interval))  # fmt: skip
                 except (ConnectionError, OSError) as exc:
                     log.warning("rollout bridge: %s", exc)
-                    return classify(api, TRANSPORT_ERROR)
+                    return unanswered(req)
             return send_request(clients[0], req)
 
-        async def send(req: BridgeRequest) -> Outcome:
+        async def send(req: BridgeRequest) -> Answer:
             return await asyncio.get_running_loop().run_in_executor(worker, request, req)
 
         runner = BridgeRunner(state, send, clock=time.time)

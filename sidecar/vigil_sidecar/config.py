@@ -104,8 +104,8 @@ class SidecarSettings(BaseModel):
     """A name for the Kafka cluster in events."""
     bridge_enabled: bool = False
     """Heartbeat for this static member while its app is known to be restarting (the heartbeat bridge): the helper's
-    connection closing is the proof; silence never is. Needs the instance id, the beacon signal and the classic
-    protocol."""
+    connection closing is the proof; silence never is. Needs the instance id and the beacon signal (a KIP-848 member:
+    Kafka 4.0+)."""
     max_bridge_seconds: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = (
         liveness.DEFAULT_MAX_BRIDGE_SECONDS
     )
@@ -136,11 +136,6 @@ class SidecarSettings(BaseModel):
             raise ValueError(
                 f"{ENV_PREFIX}INSTANCE_ID: {needs} needs a static member (its group.instance.id): a dynamic member"
                 " rejoins under a new member id, with a rebalance anyway"
-            )
-        if self.group_protocol is not rules.GroupProtocol.CLASSIC:
-            raise ValueError(
-                f"{ENV_PREFIX}GROUP_PROTOCOL: {needs} sends the classic Heartbeat, so it needs the classic protocol;"
-                f" got {self.group_protocol.value!r}"
             )
         if self.heartbeat_interval_seconds is None and self.session_timeout_seconds <= CLIENT_DEFAULT_HEARTBEAT_SECONDS:
             raise ValueError(

@@ -50,6 +50,15 @@ The rules (`start` applies the first, `step` the others):
    views and crash loops wait for its answer.
 5. At the deadline (`max_bridge_seconds` after the start) with no Remove due → "deadline": heartbeats stop and the
    member expires at its session timeout, giving the app that last stretch to come back.
+6. A KIP-848 static member (`protocol="consumer"`, Kafka 4.0+) is kept with `KeepAlive`s: ConsumerGroupHeartbeats
+   at its current epoch (read from the coordinator at the start, then from each answer) that change nothing else and
+   own no partitions, so the coordinator resets the member's session and never bumps the group epoch for it; a
+   rebalance meanwhile simply reconciles it (no Remove, no hold). Its app's join would be refused while the kept
+   member holds the instance id (UNRELEASED_INSTANCE_ID, fatal in the Java client and librdkafka), so when the app
+   is back (`AppBack`: its new process connected to the sidecar and waits) the bridge releases the id (epoch -2,
+   `Release`) and ends "rejoined"; the app's join then replaces the member, assignment and epoch unchanged.
+   FENCED_MEMBER_EPOCH ends it "stale-generation". An end that leaves the member holding the id with the app maybe
+   on its way back owes a release (`parting_release`).
 """
 
 import math
@@ -79,7 +88,9 @@ RefusalCause = Literal["no-proof", "no-member", "dynamic-member", "no-generation
 REFUSAL_CAUSES: Final[tuple[RefusalCause, ...]] = get_args(RefusalCause)
 
 
-Request = Literal["heartbeat", "remove"]
+GroupProtocol = Literal["classic", "consumer"]
+"""The member's group protocol: a classic Heartbeat keeps a classic member, a KIP-848 keep-alive a consumer one."""
+Request = Literal["heartbeat", "remove", "release"]
 RemoveCause = Literal["rebalance", "hold-ended", "generation-moved"]
 """Why a Remove is due. "generation-moved" is no longer decided (a moved generation stops the heartbeats instead);
 it stays readable so a state persisted by an older version resumes as that version decided."""
@@ -89,9 +100,12 @@ _REPLACED: Final = frozenset({"FENCED_INSTANCE_ID", "UNRELEASED_INSTANCE_ID"})
 gives them the same reaction as UNKNOWN_MEMBER_ID (stop); the bridge reports them differently."""
 _COUNTED: Final = "REBALANCE_IN_PROGRESS"
 """The REFRESH_AND_RETRY answer to a Heartbeat that still counted (the coordinator rescheduled the member's timer)."""
-_STALE: Final = "ILLEGAL_GENERATION"
-"""The STOP answer that means the generation moved on without the member: it is still there, its heartbeats just no
-longer count (ends "stale-generation", not "member-gone")."""
+_STALE: Final = frozenset({"ILLEGAL_GENERATION", "FENCED_MEMBER_EPOCH"})
+"""STOP answers that mean the generation (KIP-848: the member's epoch) moved on without the member: it is still
+there, its heartbeats just no longer count (ends "stale-generation", not "member-gone")."""
+_RELEASED_AT_END: Final = frozenset({"deadline", "error", "stale-generation", "stopped"})
+"""How a KIP-848 bridge may end with its member still holding the instance id and the app maybe on its way back:
+the id is released then (`parting_release`), or the app's join would be refused until the member expires."""
 FORMAT_VERSION: Final = 1
 
 
@@ -172,9 +186,13 @@ class Tick:
 
 @dataclass(frozen=True)
 class HeartbeatAnswered:
-    """The classified answer to the `SendHeartbeat` in flight (`GroupClient.heartbeat`)."""
+    """The classified answer to the `SendHeartbeat` or `KeepAlive` in flight (`GroupClient.heartbeat`,
+    `GroupClient.keep_alive`)."""
 
     outcome: Outcome
+    epoch: int | None = None
+    """A KIP-848 member's epoch as the answer gives it (the coordinator may have moved it on: the next keep-alive
+    carries it)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +200,19 @@ class RemoveAnswered:
     """The classified answer to the `Remove` in flight (`GroupClient.remove_member`)."""
 
     outcome: Outcome
+
+
+@dataclass(frozen=True)
+class ReleaseAnswered:
+    """The classified answer to the `Release` in flight (`GroupClient.release_static_member`)."""
+
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class AppBack:
+    """A new process of the app connected to the sidecar and waits to join (a KIP-848 app must not join before its
+    member's instance id is released: the coordinator would refuse it, fatally)."""
 
 
 @dataclass(frozen=True)
@@ -204,7 +235,7 @@ class Resumed:
     that was in flight will never come, so the request is forgotten (a Remove is sent again: the same act)."""
 
 
-Observation = Tick | HeartbeatAnswered | RemoveAnswered | Described | AppEnded | Resumed
+Observation = Tick | HeartbeatAnswered | RemoveAnswered | ReleaseAnswered | AppBack | Described | AppEnded | Resumed
 
 
 # --- actions ------------------------------------------------------------------------------------------------------
@@ -217,6 +248,29 @@ class SendHeartbeat:
     group_id: str
     member_id: str
     generation: int
+    instance_id: str
+
+
+@dataclass(frozen=True)
+class KeepAlive:
+    """A KIP-848 ConsumerGroupHeartbeat on the member's behalf at its current epoch, changing nothing else; answer
+    with `HeartbeatAnswered` (and the epoch the answer gives)."""
+
+    group_id: str
+    member_id: str
+    epoch: int
+    instance_id: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """Release a dead KIP-848 static member's instance id on its behalf (ConsumerGroupHeartbeat with epoch -2, what
+    its client sends when it closes): its replacement then takes the member and its assignment over at once,
+    instead of failing with UNRELEASED_INSTANCE_ID (fatal in the Java client and librdkafka) until the member's
+    session timeout fences it. Compare-and-release: only while `member_id` holds `instance_id`."""
+
+    group_id: str
+    member_id: str
     instance_id: str
 
 
@@ -251,7 +305,7 @@ class Ended:
     """The Kafka answer that ended it (or the last failed one, at the deadline), by name."""
 
 
-Action = SendHeartbeat | Remove | Wait | Ended
+Action = SendHeartbeat | KeepAlive | Remove | Release | Wait | Ended
 
 
 # --- state --------------------------------------------------------------------------------------------------------
@@ -266,6 +320,7 @@ class BridgeState:
     group_id: str
     member_id: str
     generation: int
+    """The classic generation; a KIP-848 member's epoch (moved on by the keep-alives' answers)."""
     instance_id: str
     proof: Proof
     started_at: float
@@ -282,6 +337,9 @@ class BridgeState:
     last_error: str | None = None
     """The latest failed heartbeat answer's name, cleared by a successful one."""
     ended: EndOutcome | None = None
+    protocol: GroupProtocol = "classic"
+    release_due: bool = False
+    """A KIP-848 app is back and waits to join: its member's instance id is released before anything else."""
 
     # derived
 
@@ -296,8 +354,8 @@ class BridgeState:
     # transitions
 
     def with_sent(self, request: Request, now: float) -> "BridgeState":
-        if request == "remove":
-            return replace(self, in_flight="remove")
+        if request != "heartbeat":
+            return replace(self, in_flight=request)
         return replace(
             self,
             in_flight="heartbeat",
@@ -310,6 +368,9 @@ class BridgeState:
 
     def with_last_error(self, name: str | None) -> "BridgeState":
         return replace(self, last_error=name)
+
+    def with_epoch(self, epoch: int | None) -> "BridgeState":
+        return self if epoch is None or epoch < 1 else replace(self, generation=epoch)
 
     def with_remove_due(self, at: float, cause: RemoveCause) -> "BridgeState":
         """Due at `at`, unless already due earlier."""
@@ -367,13 +428,16 @@ def start(
     now: float,
     config: BridgeConfig,
     instance_id: str | None = None,
+    protocol: GroupProtocol = "classic",
 ) -> "BridgeState | Refused":
     """A bridge for `member`, whose app ended at `now` as `proof` shows, or why not.
 
     `earlier_ends`: when the app ended before, not counting this end (any age: the window is applied here).
     `instance_id`: the `group.instance.id` the caller keeps alive (the sidecar's pod: `VIGIL_INSTANCE_ID`); a
     member under another one is someone else's, never bridged. None: not checked (the operator's rollout bridges
-    the member it read for the pod). The first `step` (a `Tick`) sends the first heartbeat.
+    the member it read for the pod). `protocol` "consumer": a KIP-848 member, kept with keep-alives at its epoch
+    (`member.generation`: read from the coordinator, the app's report may be behind). The first `step` (a `Tick`)
+    sends the first heartbeat.
     """
     ends = _ends(earlier_ends, now, config)
     refused = _refused("bridging", member, proof, ends=ends, config=config, instance_id=instance_id)
@@ -382,11 +446,11 @@ def start(
     assert member is not None  # checked by _refused
     assert member.instance_id is not None
     assert _is_proof(proof)
-    if member.generation < 0:
+    if member.generation < 0 or (protocol == "consumer" and member.generation < 1):
+        what = "its epoch is not known" if protocol == "consumer" else "the app did not report its generation"
         return Refused(
             "no-generation",
-            f"Not bridging member {member.member_id!r}: the app did not report its generation, so a heartbeat on"
-            " its behalf cannot be sent.",
+            f"Not bridging member {member.member_id!r}: {what}, so a heartbeat on its behalf cannot be sent.",
         )
     return BridgeState(
         config=config,
@@ -399,19 +463,8 @@ def start(
         deadline=_at_least(now, config.max_bridge_seconds),
         next_heartbeat_at=now,
         ends=ends,
+        protocol=protocol,
     )
-
-
-@dataclass(frozen=True)
-class Release:
-    """Release a dead KIP-848 static member's instance id on its behalf (ConsumerGroupHeartbeat with epoch -2, what
-    its client sends when it closes): its replacement then takes the member and its assignment over at once,
-    instead of failing with UNRELEASED_INSTANCE_ID (fatal in the Java client and librdkafka) until the member's
-    session timeout fences it. Compare-and-release: only while `member_id` holds `instance_id`."""
-
-    group_id: str
-    member_id: str
-    instance_id: str
 
 
 def release(
@@ -435,6 +488,17 @@ def release(
     assert member is not None  # checked by _refused
     assert member.instance_id is not None
     return Release(group_id, member.member_id, member.instance_id)
+
+
+def parting_release(state: BridgeState, outcome: str) -> Release | None:
+    """The release a KIP-848 bridge owes when it ends as `outcome` (the engine's, or the sidecar's "stopped") with
+    its member still holding the instance id: the app may yet come back within the member's session, and its join
+    would be refused (fatally) while the kept member holds the id. None for a classic bridge (the app's own join
+    replaces its member), and when the app is back, the member gone, or the app crash-looping (its partitions should
+    move on at the session timeout, as without vigil)."""
+    if state.protocol != "consumer" or outcome not in _RELEASED_AT_END:
+        return None
+    return Release(state.group_id, state.member_id, state.instance_id)
 
 
 def _ends(earlier_ends: Sequence[float], now: float, config: BridgeConfig) -> tuple[float, ...]:
@@ -508,19 +572,25 @@ def _observe(  # noqa: PLR0911 - one case per observation type
     match observation:
         case Tick():
             return state, None
-        case HeartbeatAnswered(outcome=outcome):
+        case HeartbeatAnswered(outcome=outcome, epoch=epoch):
             if state.in_flight != "heartbeat":
                 return state, None  # an answer to nothing we are waiting for (after a `Resumed`)
-            return _heartbeat_answered(state.without_request(), outcome, now)
+            return _heartbeat_answered(state.without_request().with_epoch(epoch), outcome, now)
         case RemoveAnswered(outcome=outcome):
             if state.in_flight != "remove":
                 return state, None
             return state, _remove_answered(state, outcome, now)
+        case ReleaseAnswered(outcome=outcome):
+            if state.in_flight != "release":
+                return state, None
+            return state, _release_answered(state, outcome, now)
+        case AppBack():
+            return (replace(state, release_due=True) if state.protocol == "consumer" else state), None
         case Described(view=view):
             return state, _described(state, view, now)
         case AppEnded():
             state = state.with_app_end(now)
-            if len(state.ends) < state.config.crash_loop_restarts or state.in_flight == "remove":
+            if len(state.ends) < state.config.crash_loop_restarts or state.in_flight in ("remove", "release"):
                 return state, None
             return state, _end(state, "crash-loop", _crash_loop(len(state.ends), state.config), now)
         case Resumed():
@@ -544,11 +614,12 @@ def _heartbeat_answered(  # noqa: PLR0911 - one case per reaction
             if cfg.session_timeout is not None:  # the group waits no longer than it would for a dead member
                 hold_end = min(hold_end, _at_least(now, cfg.session_timeout))
             return state.with_remove_due(max(now, hold_end), "hold-ended"), None
-        case Reaction.STOP if outcome.name == _STALE:
+        case Reaction.STOP if outcome.name in _STALE:
+            which = "epoch" if state.protocol == "consumer" else "generation"
             reason = (
-                f"The group's generation moved on without member {state.member_id!r} (the app's last report is"
-                f" generation {state.generation}): bridged heartbeats no longer count, so they stop; the member"
-                " expires at its session timeout unless the app is back within it (then without a rebalance)."
+                f"The group's {which} moved on without member {state.member_id!r} (bridged at {which}"
+                f" {state.generation}): bridged heartbeats no longer count, so they stop; the member expires at its"
+                " session timeout unless the app is back within it (then without a rebalance)."
             )
             return state, _end(state, "stale-generation", reason, now, outcome.name)
         case Reaction.STOP | Reaction.NOTHING_TO_DO | Reaction.ALREADY_GONE:
@@ -581,8 +652,25 @@ def _remove_answered(state: BridgeState, outcome: Outcome, now: float) -> _Resul
     return _end(state, "error", reason, now, outcome.name)
 
 
+def _release_answered(state: BridgeState, outcome: Outcome, now: float) -> _Result:
+    """The app is back and its member's instance id was released for its join (or needed no release)."""
+    match outcome.reaction:
+        case Reaction.DONE | Reaction.NOTHING_TO_DO:
+            reason = f"The app is back: instance id {state.instance_id!r} released for its join, which takes the"
+            reason += " member over without a rebalance."
+            return _end(state, "rejoined", reason, now, outcome.name)
+        case Reaction.ALREADY_GONE:
+            reason = f"The app is back, but the coordinator no longer has member {state.member_id!r} ({outcome.name})."
+            return _end(state, "member-gone", reason, now, outcome.name)
+    reason = (
+        f"The app is back, but releasing instance id {state.instance_id!r} failed ({outcome.name}): its join is"
+        " refused until the member expires at its session timeout."
+    )
+    return _end(state, "error", reason, now, outcome.name)
+
+
 def _described(state: BridgeState, view: GroupView, now: float) -> _Result | None:
-    if view.group_id != state.group_id or state.in_flight == "remove":
+    if view.group_id != state.group_id or state.in_flight in ("remove", "release"):
         return None  # another group's view; or a Remove is in flight and its answer decides
     holder = next((m for m in view.members if m.instance_id == state.instance_id), None)
     if holder is not None and holder.member_id != state.member_id:
@@ -595,22 +683,32 @@ def _described(state: BridgeState, view: GroupView, now: float) -> _Result | Non
 
 
 def _next(state: BridgeState, now: float) -> _Result:
-    if state.in_flight == "remove":
-        return state, [Wait(_wake(state, now))]
-    if state.remove_at is not None and now >= state.remove_at:
-        if state.in_flight is not None:
-            return state, [Wait(_wake(state, now))]  # one request at a time: the Remove follows this answer
-        return state.with_sent("remove", now), [
-            Remove(state.group_id, state.member_id, state.instance_id, _remove_reason(state, now))
-        ]
+    final = _final_request(state, now)
+    if state.in_flight in ("remove", "release") or (final is not None and state.in_flight is not None):
+        return state, [Wait(_wake(state, now))]  # one request at a time: a final one follows this answer
+    if final is not None:
+        return final
     if now >= state.deadline:
         reason = f"No sign of the app within maxBridgeSeconds ({state.config.max_bridge_seconds:g}s); heartbeats"
         reason += " stop and the member expires at its session timeout."
         return _end(state, "deadline", reason, now, state.last_error)
     if state.in_flight is None and now >= state.next_heartbeat_at:
         state = state.with_sent("heartbeat", now)
+        if state.protocol == "consumer":
+            return state, [KeepAlive(state.group_id, state.member_id, state.generation, state.instance_id)]
         return state, [SendHeartbeat(state.group_id, state.member_id, state.generation, state.instance_id)]
     return state, [Wait(_wake(state, now))]
+
+
+def _final_request(state: BridgeState, now: float) -> _Result | None:
+    """The request that ends the bridge, if one is due: the release of a returning KIP-848 app's instance id, or a
+    Remove."""
+    if state.release_due:
+        return state.with_sent("release", now), [Release(state.group_id, state.member_id, state.instance_id)]
+    if state.remove_at is not None and now >= state.remove_at:
+        reason = _remove_reason(state, now)
+        return state.with_sent("remove", now), [Remove(state.group_id, state.member_id, state.instance_id, reason)]
+    return None
 
 
 def _wake(state: BridgeState, now: float) -> float:

@@ -12,7 +12,7 @@ returned to the caller as an Outcome.
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
@@ -440,10 +440,29 @@ class GroupClient:
             lambda node: self._wire.release_static_member(node, group_id, member_id, instance_id),
         )
 
+    def keep_alive(self, group_id: str, member_id: str, epoch: int, instance_id: str) -> tuple[Outcome, int]:
+        """One keep-alive on behalf of a KIP-848 static member whose app is away (`wire.GroupWire.keep_alive`): the
+        outcome, and the member's epoch the answer gives (`epoch` when there was none)."""
+        now: list[int] = [epoch]
+
+        def send(node: int) -> int:
+            code, now[0] = self._wire.keep_alive(node, group_id, member_id, now[0], instance_id)
+            return code
+
+        return self._at_coordinator(Api.CONSUMER_GROUP_HEARTBEAT, group_id, send), now[0]
+
     def static_members_left(self, group_id: str) -> frozenset[str]:
         """The member ids of a KIP-848 group's static members that left for now (ConsumerGroupDescribe, epoch -2):
         their instance id is released already — by their own client on a graceful close, or on their behalf — so
         there is nothing to release for them. Raises GroupClientError."""
+        return self._consumer_group(group_id).left
+
+    def member_epochs(self, group_id: str) -> Mapping[str, int]:
+        """A KIP-848 group's members' epochs by member id (ConsumerGroupDescribe): a keep-alive must carry the
+        member's current one. Raises GroupClientError."""
+        return self._consumer_group(group_id).epochs
+
+    def _consumer_group(self, group_id: str) -> "wire.ConsumerGroupAnswer":
         answers: list[wire.ConsumerGroupAnswer] = []
 
         def send(node: int) -> int:
@@ -453,7 +472,7 @@ class GroupClient:
         outcome = self._at_coordinator(Api.DESCRIBE_GROUP, group_id, send)
         if outcome.reaction is not Reaction.DONE or not answers:
             raise GroupClientError(outcome, f"ConsumerGroupDescribe of group {group_id!r}")
-        return answers[0].left
+        return answers[0]
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> Outcome:
         """One Heartbeat on behalf of a member (bridging a static member whose app is restarting)."""

@@ -83,7 +83,8 @@ class Api(StrEnum):
     JOIN_GROUP = "JoinGroup"
     """A pending member that keeps a deliberate rebalance's join phase open until the removed member is back."""
     CONSUMER_GROUP_HEARTBEAT = "ConsumerGroupHeartbeat"
-    """KIP-848, epoch -2 on a dead static member's behalf: its instance id released for its replacement."""
+    """KIP-848 on a static member's behalf while its app is away: keep-alives at its epoch, and epoch -2 (its instance
+    id released for the restarted app's join)."""
     LIST_GROUPS = "ListGroups"
     """A census round asks every broker which groups it coordinates (`vigil_core.kafka.census`)."""
     METADATA = "Metadata"
@@ -307,7 +308,7 @@ _ROWS: Final[tuple[tuple[tuple[Api, ...], str, Reaction, str], ...]] = (
         _R.REPORT,
         "The broker refused the pending member's session timeout: the rebalance goes ahead without it.",
     ),
-    # a dead KIP-848 static member's instance id released (epoch -2 on its behalf)
+    # a KIP-848 static member kept alive or its instance id released (epoch -2) on its behalf
     (_RELEASE, "UNKNOWN_MEMBER_ID", _R.ALREADY_GONE, "No member holds the instance id any more: nothing to release."),
     (_RELEASE, "GROUP_ID_NOT_FOUND", _R.ALREADY_GONE, "The group is gone: nothing to release."),
     (
@@ -317,6 +318,12 @@ _ROWS: Final[tuple[tuple[tuple[Api, ...], str, Reaction, str], ...]] = (
         "The instance id belongs to a newer member (the replacement is in): the dead one was already replaced.",
     ),
     (_RELEASE, "INVALID_REQUEST", _R.REPORT, f"The broker refused the release as malformed; {_NO_ACTION}."),
+    (
+        _RELEASE,
+        "FENCED_MEMBER_EPOCH",
+        _R.STOP,
+        "The member's epoch moved on without the kept-alive member: its keep-alives no longer count, bridging stops.",
+    ),
     # committed offsets
     (_OFFSETS, "UNSTABLE_OFFSET_COMMIT", _R.RETRY_BACKOFF, f"A transaction holds pending offsets: {_BACKOFF}."),
     (_OFFSETS, "GROUP_ID_NOT_FOUND", _R.REPORT, "The group has no committed offsets: no lag to judge, no action."),

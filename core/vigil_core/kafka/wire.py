@@ -16,7 +16,7 @@ mean. Transport failures become `outcomes.TRANSPORT_ERROR`.
 
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
 import kafka.errors
@@ -149,6 +149,8 @@ class ConsumerGroupAnswer:
     left: frozenset[str] = frozenset()
     """Member ids whose epoch is -2: static members that left for now, their instance id released (by their client
     on a graceful close, or on their behalf), their partitions kept until their session timeout."""
+    epochs: Mapping[str, int] = field(default_factory=dict)
+    """Every member's epoch, by member id."""
 
 
 @dataclass(frozen=True)
@@ -291,6 +293,23 @@ class GroupWire:
         except _TRANSPORT:
             return TRANSPORT_ERROR
 
+    def keep_alive(
+        self, coordinator: int, group_id: str, member_id: str, epoch: int, instance_id: str
+    ) -> tuple[int, int]:
+        """A ConsumerGroupHeartbeat on behalf of a KIP-848 static member whose app is away: its current epoch and
+        nothing else changed (no subscription, assignor or rack; owned partitions empty, true of a dead app, so a
+        revocation completes at once instead of waiting for the rebalance timeout). Its session timer restarts, no
+        epoch is bumped. Compare-and-keep: a member id that no longer holds the instance id gets FENCED_INSTANCE_ID.
+        Returns the error code and the member's epoch now (the next keep-alive's)."""
+        request = ConsumerGroupHeartbeatRequest(
+            group_id=group_id, member_id=member_id, member_epoch=epoch, instance_id=instance_id, topic_partitions=[]
+        )
+        try:
+            response = self._send(request, coordinator)
+        except _TRANSPORT:
+            return TRANSPORT_ERROR, epoch
+        return int(response.error_code), int(response.member_epoch)
+
     def consumer_group(self, coordinator: int, group_id: str) -> ConsumerGroupAnswer:
         """ConsumerGroupDescribe of one KIP-848 group: its state and the static members that left for now."""
         request = ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False)
@@ -298,8 +317,9 @@ class GroupWire:
             group = self._send(request, coordinator).groups[0]
         except _TRANSPORT:
             return ConsumerGroupAnswer(TRANSPORT_ERROR)
-        left = frozenset(m.member_id for m in group.members or () if m.member_epoch == LEAVE_STATIC_MEMBER_EPOCH)
-        return ConsumerGroupAnswer(int(group.error_code), str(group.group_state or ""), left)
+        epochs = {str(m.member_id): int(m.member_epoch) for m in group.members or ()}
+        left = frozenset(member for member, epoch in epochs.items() if epoch == LEAVE_STATIC_MEMBER_EPOCH)
+        return ConsumerGroupAnswer(int(group.error_code), str(group.group_state or ""), left, epochs)
 
     def other_type(self, coordinator: int, group_id: str) -> tuple[GroupType, Description] | None:
         """A group librdkafka calls Dead as a share or streams group, as their own describes show it (Kafka 4.1+);

@@ -591,13 +591,12 @@ def _sidecar_settings_env(group: ConsumerGroupSpec, cfg: InjectionConfig, action
 
 
 def bridge_applies(group: ConsumerGroupSpec) -> bool:
-    """Bridging keeps a static member alive with the generation its app beaconed: it needs static membership, the
-    beacon (the helper) and the classic protocol (the sidecar refuses the rest at start)."""
+    """Bridging keeps a static member alive while its app restarts, on the helper's proof that it ended: it needs
+    static membership and the beacon (the helper); either protocol (the sidecar refuses the rest at start)."""
     return (
         group.liveness.bridge.enabled
         and group.membership is Membership.STATIC
         and group.liveness.signal is Signal.BEACON
-        and group.client.group_protocol is rules.GroupProtocol.CLASSIC
     )
 
 

@@ -697,7 +697,7 @@ def _broken(change: dict[str, object]) -> str:
         (_broken({"ends": [1.0, "x"]}), 'ends[1] must be a number, got "x"'),
         (_broken({"proof": "silence"}), "proof must be 'helper-connection-closed', 'container-terminated' or"),
         (_broken({"ended": "exploded"}), "ended must be 'rejoined', "),
-        (_broken({"in_flight": "describe"}), "in_flight must be 'heartbeat' or 'remove', got \"describe\""),
+        (_broken({"in_flight": "describe"}), "in_flight must be 'heartbeat', 'remove' or 'release', got \"describe\""),
         (_broken({"config": {"heartbeat_interval": 1.0}}), "config.max_bridge_seconds is missing"),
         (_broken({"config": {"heartbeat_interval": 1.0, "max_bridge_seconds": 0}}), "config: bridge max_bridge_sec"),
     ],

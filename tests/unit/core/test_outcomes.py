@@ -149,7 +149,7 @@ TABLE = [
     (JOIN, E.MemberIdRequiredError, DONE),
     (JOIN, E.InconsistentGroupProtocolError, REPORT),
     (JOIN, E.InvalidSessionTimeoutError, REPORT),
-    # ConsumerGroupHeartbeat, epoch -2: a dead KIP-848 static member's instance id released on its behalf
+    # ConsumerGroupHeartbeat on a KIP-848 static member's behalf: keep-alives, and epoch -2 (its instance id released)
     (RELEASE, E.NotCoordinatorError, REDISCOVER),
     (RELEASE, E.CoordinatorNotAvailableError, REDISCOVER),
     (RELEASE, E.CoordinatorLoadInProgressError, BACKOFF),
@@ -159,6 +159,7 @@ TABLE = [
     (RELEASE, E.GroupIdNotFoundError, GONE),
     (RELEASE, E.FencedInstanceIdError, NOTHING),
     (RELEASE, E.InvalidRequestError, REPORT),
+    (RELEASE, E.FencedMemberEpochError, STOP),
 ]
 
 KNOWN = {

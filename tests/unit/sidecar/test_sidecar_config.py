@@ -113,11 +113,6 @@ def test_flags_win_over_env() -> None:
             "--signal: bridging (VIGIL_BRIDGE_ENABLED) needs the beacon signal",
         ),
         (
-            {"VIGIL_BRIDGE_ENABLED": "true", "VIGIL_INSTANCE_ID": "orders-0", "VIGIL_GROUP_PROTOCOL": "consumer"},
-            [],
-            "VIGIL_GROUP_PROTOCOL: bridging (VIGIL_BRIDGE_ENABLED) sends the classic Heartbeat",
-        ),
-        (
             {"VIGIL_BRIDGE_ENABLED": "true", "VIGIL_INSTANCE_ID": "orders-0", "VIGIL_SESSION_TIMEOUT_SECONDS": "3"},
             [],
             "VIGIL_HEARTBEAT_INTERVAL_SECONDS: unset, so bridging (VIGIL_BRIDGE_ENABLED) heartbeats every 3s",
