@@ -129,6 +129,10 @@ class Sidecar:
         """A helper connection opened (`process`: the app process as it named itself, else the connection)."""
         self.app_ends.hold_opened(process)
 
+    async def app_back(self) -> bool:
+        """A new app process waits to join its group (`AppEnds.app_back`)."""
+        return await self.app_ends.app_back()
+
     def hold_closed(self, process: object) -> None:
         """A helper connection closed (the app process ended once its last one is gone)."""
         self.app_ends.hold_closed(process)

@@ -4,8 +4,10 @@
   UDP datagram on the same port number; `POST /v1/stats`, librdkafka's statistics JSON (the stats signal: the
   answer names the verdict; 413 over 1 MiB, 400 with one line if malformed);
   `POST /v1/hold`, the helper's idle connection for the life of the app
-  process (a chunked body that never ends: its first line `{"pid": N, "process": token}`), whose close is the
-  proof the app ended;
+  process (a chunked body that never ends: its first line `{"pid": N, "process": token, "ready": true}`), whose
+  close is the proof the app ended; with `"ready": true` the sidecar answers once the app may join its group (a
+  200 with a chunked body whose first line is `{"ready": true, "released": bool}`, then nothing until one side
+  goes away): at once, or after releasing the instance id of the KIP-848 member it kept alive for the app;
 - health (the pod IP: the kubelet probes it): `/livez` (the sidecar's own loop), `/v1/probe/app` (fails only
   after a positive restart decision; the app container's liveness probe points here by numeric port),
   `/metrics`, `/v1/status`.
@@ -92,18 +94,28 @@ def beacon_app(sidecar: Sidecar) -> web.Application:
 
     holds: set[asyncio.BaseTransport] = set()
 
-    async def post_hold(request: web.Request) -> web.Response:
-        """Wait on the body until the app's end closes the connection (or it ends the body); never answer first."""
+    async def post_hold(request: web.Request) -> web.StreamResponse:
+        """Wait on the body until the app's end closes the connection (or it ends the body); answer first only the
+        go-ahead a helper asked for."""
         process: object = object()  # this connection alone, unless it names its process
         transport = request.transport
         if transport is not None:
             holds.add(transport)
         opened = False
+        answer: web.StreamResponse | None = None
         try:
+            first = b""
             with contextlib.suppress(ValueError):  # a first line over the limit: no pid, still a hold
-                process = _hold_process(await request.content.readline()) or process
+                first = await request.content.readline()
+            process = _hold_process(first) or process
             sidecar.hold_opened(process)
             opened = True
+            if _asks_ready(first):
+                released = await sidecar.app_back()
+                answer = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+                answer.enable_chunked_encoding()
+                await answer.prepare(request)
+                await answer.write(json.dumps({"ready": True, "released": released}).encode() + b"\n")
             while await request.content.readany():
                 pass  # nothing more is expected; anything is ignored
         except Exception:  # noqa: BLE001, S110 - reset, truncated chunk: every way a connection ends is the end
@@ -113,7 +125,7 @@ def beacon_app(sidecar: Sidecar) -> web.Application:
                 holds.discard(transport)
             if opened:
                 sidecar.hold_closed(process)
-        return web.Response(status=204)
+        return answer or web.Response(status=204)
 
     async def release_holds(_: web.Application) -> None:
         """The sidecar is stopping: the holds it closes now are not the app's end (the app reconnects)."""
@@ -140,6 +152,14 @@ def _hold_process(line: bytes) -> str | None:
     if isinstance(token, str) and 0 < len(token) <= 64:
         return token
     return f"pid {pid}" if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+
+
+def _asks_ready(line: bytes) -> bool:
+    """Whether a hold's first line asks for the go-ahead to join (`"ready": true`: a helper that waits for it)."""
+    try:
+        return json.loads(line).get("ready") is True
+    except (ValueError, AttributeError):
+        return False
 
 
 def health_app(sidecar: Sidecar) -> web.Application:

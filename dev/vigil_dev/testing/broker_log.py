@@ -51,3 +51,15 @@ def unreleased_refusals(kafka: KafkaCluster, group: str, instance_id: str) -> li
     iid = re.escape(instance_id)
     return [hit for _, hit in broker_lines(kafka, group, rf"\[GroupId {{g}}\] Static member (\S+) with instance"
                                                           rf" id {iid} cannot join")]  # fmt: skip
+
+
+def epoch_bumps(kafka: KafkaCluster, group: str) -> list[int]:
+    """Every KIP-848 group epoch the coordinator bumped `group` to, in log order (4.0: "Bumped group epoch to N.";
+    4.1+ adds "with metadata hash H")."""
+    return [int(epoch) for _, (epoch,) in broker_lines(kafka, group, r"\[GroupId {g}\] Bumped group epoch to (\d+)")]
+
+
+def session_expiries(kafka: KafkaCluster, group: str) -> list[str]:
+    """The KIP-848 members the coordinator fenced from `group` because their session expired."""
+    pattern = r"\[GroupId {g}\] Member (\S+) fenced from the group because the member session expired"
+    return [member for _, (member,) in broker_lines(kafka, group, pattern)]

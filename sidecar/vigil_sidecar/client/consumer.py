@@ -4,11 +4,13 @@ Never blocks, never raises into the app: the beacon is one non-blocking UDP data
 failure to send is counted and ignored. The generation comes from librdkafka's consumer group metadata
 (`vigil_core.kafka.cgmd`, parsed strictly: unparseable → -1, never a guess).
 
-Once it knows its member id, the helper also opens one idle TCP connection to the sidecar (`POST /v1/hold`, a
-chunked body that never ends) and keeps it for the life of the process, from a daemon thread: the kernel closes it
-when the process ends (exit, crash, kill -9), and that close is the sidecar's proof that the app ended (the heartbeat
-bridge starts only on proof; silence never is). One per process and sidecar address; it reconnects if the sidecar
-restarts.
+When it is made, the helper also opens one idle TCP connection to the sidecar (`POST /v1/hold`, a chunked body
+that never ends) and keeps it for the life of the process, from a daemon thread: the kernel closes it when the
+process ends (exit, crash, kill -9), and that close is the sidecar's proof that the app ended (the heartbeat bridge
+starts only on proof; silence never is). One per process and sidecar address; it reconnects if the sidecar
+restarts. The first Consumer waits for the sidecar's go-ahead on it, at most `HOLD_READY_WAIT` seconds, before the
+app can subscribe: a KIP-848 static member the sidecar kept alive while the app was away must have its instance id
+released before the restarted app joins, or the coordinator refuses the join (fatally, in librdkafka).
 
 `Consumer(conf, signal="stats")` is the helper for the stats signal (`VIGIL_SIGNAL=stats`, signals/STATS.md): no
 beacons; instead it sets `statistics.interval.ms` (1 s) unless the app set it, wraps the app's own `stats_cb` (still
@@ -20,6 +22,7 @@ librdkafka calls stats_cb), never raising into it, and nothing at all without a 
 import http.client
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -57,6 +60,8 @@ class Consumer(confluent_kafka.Consumer):
             config["stats_cb"] = self._stats.callback(config.get("stats_cb"))
         super().__init__(config)
         self._beacon = _BeaconSender.from_addr(addr) if signal == "beacon" else None
+        if self._beacon is not None:
+            _Hold.ensure(self._beacon.addr).wait_ready()
 
     @property
     def stats_forwarded(self) -> int:
@@ -191,6 +196,10 @@ HOLD_PATH = "/v1/hold"
 HOLD_BACKOFF = (0.5, 5.0)
 #: After the sidecar answered instead of holding (one without /v1/hold): try again this much later.
 HOLD_REFUSED_BACKOFF = 60.0
+#: The first Consumer waits at most this long (from the hold's start) for the sidecar's go-ahead to join; an older
+#: sidecar never gives one, and costs this wait once.
+HOLD_READY_WAIT = 3.0
+_GO_AHEAD = re.compile(rb'"ready"\s*:\s*true')
 
 
 class _Hold:
@@ -206,6 +215,11 @@ class _Hold:
         """This process's token: pids repeat across containers (each is often pid 1 in its own namespace)."""
         self.connected = 0
         """Connections made so far (1 unless the sidecar restarted)."""
+        self.ready = False
+        """The sidecar gave the go-ahead to join."""
+        self._settled = threading.Event()
+        """The first connection has its go-ahead, or will not get one (refused, answered otherwise, closed)."""
+        self._deadline = time.monotonic() + HOLD_READY_WAIT
         self._thread = threading.Thread(target=self._run, name="vigil-hold", daemon=True)
 
     @classmethod
@@ -222,9 +236,14 @@ class _Hold:
                 hold._thread.start()
         return hold
 
+    def wait_ready(self) -> bool:
+        """Wait for the sidecar's go-ahead until `HOLD_READY_WAIT` after the hold started; whether it came."""
+        self._settled.wait(max(0.0, self._deadline - time.monotonic()))
+        return self.ready
+
     def _request(self) -> bytes:
         host, port = self.addr
-        first = json.dumps({"pid": os.getpid(), "process": self.process}).encode() + b"\n"
+        first = json.dumps({"pid": os.getpid(), "process": self.process, "ready": True}).encode() + b"\n"
         head = (
             f"POST {HOLD_PATH} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: vigil-helper\r\n"
             "Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -238,11 +257,30 @@ class _Hold:
             try:
                 with socket.create_connection(self.addr, timeout=2.0) as sock:
                     sock.sendall(self._request())
-                    sock.settimeout(None)  # idle from now on: the sidecar says nothing until one of us goes away
+                    sock.settimeout(None)  # idle from now on, but for the go-ahead
                     self.connected += 1
                     wait = HOLD_BACKOFF[0]
-                    answered = bool(sock.recv(1024))  # blocks for the life of the process, or of the sidecar
+                    answered = not self._go_ahead(sock)
+                    self._settled.set()
+                    while not answered and sock.recv(1024):  # blocks for the life of the process, or of the sidecar
+                        pass
             except OSError:
                 pass  # no sidecar (yet, or any more): try again, never bother the app
+            self._settled.set()
             time.sleep(HOLD_REFUSED_BACKOFF if answered else wait)
             wait = min(wait * 2, longest)
+
+    def _go_ahead(self, sock: socket.socket) -> bool:
+        """Read the sidecar's go-ahead (a 200 whose body says `"ready": true`); False if it answered anything else.
+        Blocks until it comes or the sidecar goes away (an older sidecar never answers: the wait ends at its bound,
+        the hold goes on)."""
+        data = b""
+        while chunk := sock.recv(4096):
+            data += chunk
+            if len(data) >= 12 and not data.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
+                return False
+            body = data.find(b"\r\n\r\n")
+            if body >= 0 and _GO_AHEAD.search(data, body):
+                self.ready = True
+                return True
+        return not data  # closed before a word: the sidecar went away, not an answer

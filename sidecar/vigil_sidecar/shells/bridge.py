@@ -14,7 +14,7 @@ from typing import Any
 
 from vigil_core import events, rules
 from vigil_core.bridge import engine as bridge
-from vigil_core.bridge_runner import BridgeRequest, BridgeRunner, send_request
+from vigil_core.bridge_runner import Answer, BridgeRequest, BridgeRunner, api_of, send_request, unanswered
 from vigil_core.kafka.group_client import GroupClient, GroupClientError
 from vigil_core.kafka.model import GroupView
 from vigil_core.kafka.outcomes import TRANSPORT_ERROR, Api, Outcome, classify
@@ -37,6 +37,9 @@ APP_ENDS_KEPT_SECONDS = 3600.0
 REPORTED_PROCESSES_KEPT = 16
 #: How a bridge ended when the sidecar stopped under it (not the engine's: it never decided; the event's outcome).
 STOPPED = "stopped"
+#: A returning app's process waits at most this long for its KIP-848 member's instance id to be released (the
+#: helpers wait 3 s for the answer, then join anyway).
+READY_WAIT_SECONDS = 2.5
 
 
 class AppEnds(Shell):
@@ -66,6 +69,8 @@ class AppEnds(Shell):
         """When the app ended (monotonic), oldest first: the engine's crash-loop input."""
         self._bridge: BridgeRunner | None = None
         self._bridge_task: asyncio.Task[None] | None = None
+        self._starting: asyncio.Task[None] | None = None
+        """A KIP-848 bridge reading its member's epoch before it starts."""
         self._bridge_worker = DaemonWorker("vigil-bridge")
         """The bridge's own thread and client: a describe retrying through a coordinator move on the watchdog's
         thread must not hold a heartbeat back past the member's session."""
@@ -116,28 +121,78 @@ class AppEnds(Shell):
         if self._bridge is not None:
             self._bridge.observe(bridge.AppEnded())  # a new end while bridged (crash loop?)
             return
-        if self.settings.group_protocol is rules.GroupProtocol.CONSUMER and self.settings.instance_id:
+        kip848 = self.settings.group_protocol is rules.GroupProtocol.CONSUMER
+        if kip848 and self.settings.instance_id and not self.settings.bridge_enabled:
             self._release(member, earlier, now)
             return
         if not self.settings.bridge_enabled:
             return
-        started = bridge.start(
-            self.settings.group_id,
-            member,
-            proof="helper-connection-closed",
-            earlier_ends=earlier,
-            now=now,
-            config=self.settings.bridge(),
-            instance_id=self.settings.instance_id,
-        )
+        if kip848:
+            self._start_kept(member, earlier, now)
+            return
+        self._started(self._start(member, earlier, now, "classic"), now)
+
+    def _start(
+        self, member: bridge.Member | None, earlier: tuple[float, ...], now: float, protocol: bridge.GroupProtocol
+    ) -> bridge.BridgeState | bridge.Refused:
+        return bridge.start(
+            self.settings.group_id, member, proof="helper-connection-closed", earlier_ends=earlier, now=now,
+            config=self.settings.bridge(), instance_id=self.settings.instance_id, protocol=protocol,
+        )  # fmt: skip
+
+    def _started(self, started: bridge.BridgeState | bridge.Refused, now: float) -> bool:
+        """Run the bridge `start` allowed, or say why not; True if it runs."""
         if isinstance(started, bridge.Refused):
             self.metrics.bridges_refused.labels(started.cause).inc()
             self.said.once("bridge", started.message)
             self.last_bridge = {"state": "refused", "cause": started.cause, "message": started.message,
                                 "at": utc_now().isoformat()}  # fmt: skip
-            return
+            return False
         self.said.over("bridge")
         self._start_bridge(started, now)
+        return True
+
+    def _start_kept(self, member: bridge.Member | None, earlier: tuple[float, ...], now: float) -> None:
+        """A KIP-848 static member is kept alive at its current epoch, read from the coordinator first (the app's last
+        report may be behind it). Refused (no epoch: the coordinator could not be asked, or the member left for now
+        with -2), its instance id is released at once instead, as without bridging."""
+
+        def epoch() -> int:
+            if member is None:
+                return -1
+            try:
+                return self._bridge_group_client().member_epochs(self.settings.group_id).get(member.member_id, -1)
+            except (GroupClientError, ConnectionError, OSError) as exc:
+                log.warning("bridge: could not read the epoch of member %s: %s", member.member_id, exc)
+                return -1
+
+        async def start() -> None:
+            read = await asyncio.get_running_loop().run_in_executor(self._bridge_worker, epoch)
+            known = None if member is None else bridge.Member(member.member_id, read, member.instance_id)
+            started = self._start(known, earlier, now, "consumer")
+            if isinstance(started, bridge.Refused) and started.cause == "no-generation":
+                self._release(member, earlier, now)
+            else:
+                self._started(started, now)
+
+        task = asyncio.create_task(start())
+        task.add_done_callback(report_crash)
+        task.add_done_callback(lambda _: setattr(self, "_starting", None))
+        self._starting = task
+
+    async def app_back(self) -> bool:
+        """A new process of the app waits to join (its helper asked for the go-ahead): a KIP-848 member kept alive
+        for it has its instance id released first, or the coordinator would refuse the join (fatally). At most
+        `READY_WAIT_SECONDS`; True if the kept member was handed over (released, or already replaced)."""
+        deadline = time.monotonic() + READY_WAIT_SECONDS
+        if self._starting is not None:
+            await _until(self._starting, deadline)
+        runner, task = self._bridge, self._bridge_task
+        if runner is None or task is None or runner.state.protocol != "consumer":
+            return False
+        runner.observe(bridge.AppBack())
+        await _until(task, deadline)
+        return runner.state.ended == "rejoined"
 
     def _release(self, member: bridge.Member | None, earlier: tuple[float, ...], now: float) -> None:
         """A KIP-848 static member's app ended (proof): release its instance id so the restarted app takes the member
@@ -151,6 +206,11 @@ class AppEnds(Shell):
             self.said.once("bridge", decided.message)
             return
         self.said.over("bridge")
+        self._send_release(decided, "its app ended")
+
+    def _send_release(self, decided: bridge.Release, why: str) -> None:
+        """Release a KIP-848 static member's instance id for its restarted app (epoch -2 on its behalf), on the Kafka
+        worker; answered in a log line, a metric and /v1/status."""
 
         def send() -> Outcome:
             try:
@@ -166,10 +226,10 @@ class AppEnds(Shell):
             outcome = future.result()
             self.metrics.requests.labels(Api.CONSUMER_GROUP_HEARTBEAT.value, outcome.name).inc()
             self.metrics.actions.labels("release", outcome.name).inc()
-            reason = f"the app of static member {decided.member_id} ended: its instance id released for its restart"
+            reason = f"static member {decided.member_id}: {why}; its instance id released for its restart"
             self.acted({"action": "release", "reason": reason, "outcome": outcome.name, "at": utc_now().isoformat()})
-            log.warning("released instance id %s of member %s (its app ended): %s", decided.instance_id,
-                        decided.member_id, outcome)  # fmt: skip
+            log.warning("released instance id %s of member %s (%s): %s", decided.instance_id, decided.member_id,
+                        why, outcome)  # fmt: skip
 
         future = self.worker.run(send)
         future.add_done_callback(answered)
@@ -179,10 +239,10 @@ class AppEnds(Shell):
         self.metrics.bridging.set(1)
         cfg = state.config
         log.warning(
-            "bridging member %s (instance %s, generation %d): the app ended (%s); heartbeats every %gs for at most"
-            " %gs, foreign rebalance: %s",
-            state.member_id, state.instance_id, state.generation, state.proof, cfg.heartbeat_interval,
-            cfg.max_bridge_seconds, cfg.on_foreign_rebalance,
+            "bridging member %s (instance %s, %s %d): the app ended (%s); heartbeats every %gs for at most %gs%s",
+            state.member_id, state.instance_id, "epoch" if state.protocol == "consumer" else "generation",
+            state.generation, state.proof, cfg.heartbeat_interval, cfg.max_bridge_seconds,
+            "" if state.protocol == "consumer" else f", foreign rebalance: {cfg.on_foreign_rebalance}",
         )  # fmt: skip
         self.emitter.emit(
             events.BridgeStarted,
@@ -219,6 +279,9 @@ class AppEnds(Shell):
     ) -> None:
         self._bridge = self._bridge_task = None
         self.metrics.bridging.set(0)
+        owed = bridge.parting_release(state, outcome)
+        if owed is not None:
+            self._send_release(owed, f"its bridge ended ({outcome})")
         self.metrics.bridges_ended.labels(outcome).inc()
         self.metrics.bridged_seconds.inc(seconds)
         log.warning(
@@ -264,22 +327,20 @@ class AppEnds(Shell):
             kafka_error=state.last_error,
         )  # fmt: skip
 
-    async def _bridge_send(self, request: BridgeRequest) -> Outcome:
-        api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
-        if api is Api.HEARTBEAT:
+    async def _bridge_send(self, request: BridgeRequest) -> Answer:
+        if isinstance(request, bridge.SendHeartbeat | bridge.KeepAlive):
             self.metrics.bridge_heartbeats.inc()
-        outcome = await asyncio.get_running_loop().run_in_executor(self._bridge_worker, self._bridge_request, request)
-        self.metrics.requests.labels(api.value, outcome.name).inc()
-        return outcome
+        answered = await asyncio.get_running_loop().run_in_executor(self._bridge_worker, self._bridge_request, request)
+        self.metrics.requests.labels(api_of(request).value, answered.outcome.name).inc()
+        return answered
 
-    def _bridge_request(self, request: BridgeRequest) -> Outcome:
+    def _bridge_request(self, request: BridgeRequest) -> Answer:
         """On the bridge's thread: its own client (connected while the app was healthy, else now), one request."""
         try:
             client = self._bridge_group_client()
         except (ConnectionError, OSError) as exc:
             log.warning("bridge: %s", exc)
-            api = Api.HEARTBEAT if isinstance(request, bridge.SendHeartbeat) else Api.LEAVE_GROUP
-            return classify(api, TRANSPORT_ERROR)
+            return unanswered(request)
         return send_request(client, request)
 
     def _bridge_group_client(self) -> GroupClient:
@@ -358,3 +419,9 @@ class AppEnds(Shell):
         if self._bridge_client is not None:
             with contextlib.suppress(Exception):
                 self._bridge_client.close()
+
+
+async def _until(task: "asyncio.Task[None]", deadline: float) -> None:
+    """Wait for `task` until `deadline` (monotonic) at the latest; the task goes on either way."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(task), max(0.0, deadline - time.monotonic()))

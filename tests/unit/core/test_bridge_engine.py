@@ -21,6 +21,7 @@ from vigil_core import events
 from vigil_core.bridge import engine
 from vigil_core.bridge.engine import (
     Action,
+    AppBack,
     AppEnded,
     BridgeConfig,
     BridgeDecodeError,
@@ -29,10 +30,12 @@ from vigil_core.bridge.engine import (
     Ended,
     EndOutcome,
     HeartbeatAnswered,
+    KeepAlive,
     Member,
     Observation,
     Refused,
     Release,
+    ReleaseAnswered,
     Remove,
     RemoveAnswered,
     Resumed,
@@ -418,14 +421,14 @@ CASES: dict[str, tuple[BridgeConfig, list[Step]]] = {
 }
 
 
-def begin(config: BridgeConfig = CFG) -> BridgeState:
-    state = start("g", ME, proof="helper-connection-closed", earlier_ends=(), now=T0, config=config)
+def begin(config: BridgeConfig = CFG, protocol: engine.GroupProtocol = "classic") -> BridgeState:
+    state = start("g", ME, proof="helper-connection-closed", earlier_ends=(), now=T0, config=config, protocol=protocol)
     assert isinstance(state, BridgeState), state
     return state
 
 
-def run(steps: list[Step], config: BridgeConfig = CFG) -> BridgeState:
-    state = begin(config)
+def run(steps: list[Step], config: BridgeConfig = CFG, protocol: engine.GroupProtocol = "classic") -> BridgeState:
+    state = begin(config, protocol)
     for i, (now, observation, expected) in enumerate(steps):
         state, actions = step(state, observation, now)
         assert _matches(actions, expected), (
@@ -471,6 +474,143 @@ def _one_sentence(text: str) -> bool:
 @pytest.mark.parametrize(("config", "steps"), CASES.values(), ids=CASES.keys())
 def test_rules(config: BridgeConfig, steps: list[Step]) -> None:
     run(steps, config)
+
+
+# --- KIP-848: keep-alives at the member's epoch, the instance id released when the app is back ----------------------
+
+KA = KeepAlive("g", "m-1", 5, "pod-0")
+RELEASE = Release("g", "m-1", "pod-0")
+
+
+def ka(name: str, epoch: int | None = 5) -> HeartbeatAnswered:
+    return HeartbeatAnswered(classify(Api.CONSUMER_GROUP_HEARTBEAT, code_of(name)), epoch)
+
+
+def rel(name: str) -> ReleaseAnswered:
+    return ReleaseAnswered(classify(Api.CONSUMER_GROUP_HEARTBEAT, code_of(name)))
+
+
+KA_FIRST: list[Step] = [(T0, TICK, [KA])]
+
+KIP848_CASES: dict[str, list[Step]] = {
+    "keep-alives at once, then one per interval, at the epoch the answers give": [
+        *KA_FIRST,
+        (T0 + 0.1, ka("NONE"), [Wait(T0 + 1.0)]),
+        (T0 + 1.0, TICK, [KA]),
+        (T0 + 1.1, ka("NONE", 7), [Wait(T0 + 2.0)]),  # a rebalance reconciled the member meanwhile
+        (T0 + 2.0, TICK, [KeepAlive("g", "m-1", 7, "pod-0")]),
+    ],
+    "an answer without an epoch (no answer came) keeps the last one": [
+        *KA_FIRST,
+        (T0 + 0.1, HeartbeatAnswered(classify(Api.CONSUMER_GROUP_HEARTBEAT, code_of("TRANSPORT_ERROR"))), [WAIT]),
+        (T0 + 1.0, TICK, [KA]),
+    ],
+    "the app is back: its instance id released at once, then rejoined": [
+        *KA_FIRST,
+        (T0 + 0.1, ka("NONE"), [Wait(T0 + 1.0)]),
+        (T0 + 0.5, AppBack(), [RELEASE]),
+        (T0 + 0.6, rel("NONE"), [ended("rejoined", 0.6, 1, "NONE")]),
+    ],
+    "the app is back during a keep-alive: the release follows its answer": [
+        *KA_FIRST,
+        (T0 + 0.05, AppBack(), [WAIT]),
+        (T0 + 0.1, ka("NONE"), [RELEASE]),
+        (T0 + 0.2, rel("NONE"), [ended("rejoined", 0.2, 1, "NONE")]),
+    ],
+    "a release in flight: ticks and views wait, the deadline too": [
+        *KA_FIRST,
+        (T0 + 0.1, ka("NONE"), [WAIT]),
+        (T0 + 29.9, AppBack(), [RELEASE]),
+        (T0 + 30.5, TICK, [WAIT]),
+        (T0 + 30.6, view(("m-2", "pod-0")), [WAIT]),
+        (T0 + 30.7, rel("NONE"), [ended("rejoined", 30.7, 1, "NONE")]),
+    ],
+    "released already replaced (FENCED_INSTANCE_ID): rejoined": [
+        *KA_FIRST,
+        (T0 + 0.1, AppBack(), [WAIT]),
+        (T0 + 0.2, ka("NONE"), [RELEASE]),
+        (T0 + 0.3, rel("FENCED_INSTANCE_ID"), [ended("rejoined", 0.3, 1, "FENCED_INSTANCE_ID")]),
+    ],
+    "the member gone when the app is back: member-gone": [
+        *KA_FIRST,
+        (T0 + 0.1, AppBack(), [WAIT]),
+        (T0 + 0.2, ka("NONE"), [RELEASE]),
+        (T0 + 0.3, rel("UNKNOWN_MEMBER_ID"), [ended("member-gone", 0.3, 1, "UNKNOWN_MEMBER_ID")]),
+    ],
+    "a release refused: error (the join waits for the member's expiry)": [
+        *KA_FIRST,
+        (T0 + 0.1, AppBack(), [WAIT]),
+        (T0 + 0.2, ka("NONE"), [RELEASE]),
+        (T0 + 0.3, rel("GROUP_AUTHORIZATION_FAILED"), [ended("error", 0.3, 1, "GROUP_AUTHORIZATION_FAILED")]),
+    ],
+    "FENCED_MEMBER_EPOCH: the epoch moved on without it → stale-generation": [
+        *KA_FIRST,
+        (T0 + 0.1, ka("FENCED_MEMBER_EPOCH", 0), [ended("stale-generation", 0.1, 1, "FENCED_MEMBER_EPOCH")]),
+    ],
+    "FENCED_INSTANCE_ID on a keep-alive: someone holds the instance id → rejoined": [
+        *KA_FIRST,
+        (T0 + 0.1, ka("FENCED_INSTANCE_ID", 0), [ended("rejoined", 0.1, 1, "FENCED_INSTANCE_ID")]),
+    ],
+    "UNKNOWN_MEMBER_ID: the member expired or was removed → member-gone": [
+        *KA_FIRST,
+        (T0 + 0.1, ka("UNKNOWN_MEMBER_ID", 0), [ended("member-gone", 0.1, 1, "UNKNOWN_MEMBER_ID")]),
+    ],
+    "no foreign-rebalance policy: an epoch moved on is only the next keep-alive's": [
+        *KA_FIRST,
+        (T0 + 0.1, ka("NONE", 9), [Wait(T0 + 1.0)]),
+    ],
+    "the deadline ends it (the sidecar then owes a release)": [
+        *KA_FIRST,
+        (T0 + 0.1, ka("NONE"), [WAIT]),
+        (T0 + 30.0, TICK, [ended("deadline", 30.0, 1)]),
+    ],
+    "a crash loop ends it": [
+        *KA_FIRST,
+        (T0 + 0.1, ka("NONE"), [WAIT]),
+        (T0 + 5.0, AppEnded(), [ended("crash-loop", 5.0, 1)]),
+    ],
+}
+
+
+@pytest.mark.parametrize("steps", KIP848_CASES.values(), ids=KIP848_CASES.keys())
+def test_kip848_rules(steps: list[Step]) -> None:
+    run(steps, CFG, "consumer")
+
+
+def test_a_classic_bridge_ignores_the_app_coming_back_its_join_replaces_the_member() -> None:
+    run([*FIRST, (T0 + 0.1, AppBack(), [WAIT]), (T0 + 0.2, OK, [Wait(T0 + 1.0)]), (T0 + 1.0, TICK, [HB])])
+
+
+@pytest.mark.parametrize(
+    ("protocol", "outcome", "owed"),
+    [
+        ("consumer", "deadline", True),
+        ("consumer", "error", True),
+        ("consumer", "stale-generation", True),
+        ("consumer", "stopped", True),
+        ("consumer", "rejoined", False),
+        ("consumer", "member-gone", False),
+        ("consumer", "crash-loop", False),
+        ("classic", "deadline", False),
+        ("classic", "stopped", False),
+    ],
+)
+def test_a_kip848_bridge_that_ends_with_the_member_kept_releases_its_instance_id(
+    protocol: engine.GroupProtocol, outcome: str, owed: bool
+) -> None:
+    assert engine.parting_release(begin(CFG, protocol), outcome) == (RELEASE if owed else None)
+
+
+@pytest.mark.parametrize(("epoch", "started"), [(5, True), (1, True), (0, False), (-1, False), (-2, False)])
+def test_a_kip848_bridge_needs_the_member_s_current_epoch(epoch: int, started: bool) -> None:
+    """-2: the member left for now (released); it can no longer be kept alive."""
+    result = start("g", Member("m-1", epoch, "pod-0"), proof="helper-connection-closed", earlier_ends=(), now=T0,
+                   config=CFG, protocol="consumer")  # fmt: skip
+    assert isinstance(result, BridgeState) is started
+    if not started:
+        assert isinstance(result, Refused)
+        assert result.cause == "no-generation"
+        assert "epoch" in result.message
 
 
 def test_a_stale_answer_after_resuming_is_ignored() -> None:
@@ -651,11 +791,13 @@ _states = st.builds(
     next_heartbeat_at=_times,
     ends=st.lists(_times, max_size=4).map(tuple),
     heartbeats_sent=st.integers(0, 2**40),
-    in_flight=st.sampled_from([None, "heartbeat", "remove"]),
+    in_flight=st.sampled_from([None, "heartbeat", "remove", "release"]),
     remove_at=st.none() | _times,
     remove_cause=st.sampled_from([None, "rebalance", "hold-ended", "generation-moved"]),
     last_error=st.none() | st.text(max_size=30),
     ended=st.none() | st.sampled_from(engine.END_OUTCOMES),
+    protocol=st.sampled_from(["classic", "consumer"]),
+    release_due=st.booleans(),
 )
 
 

@@ -11,11 +11,14 @@ a random amount, the app ending again at random moments and views taken at rando
 - (d) `Ended` exactly once, counting exactly the heartbeats sent, and the time since the start;
 - (e) persisting the state at any step and continuing from the copy gives the same actions;
 - (f) `start` never starts a bridge without proof that the app ended;
+- (g) a KIP-848 bridge (keep-alives) never removes; it releases the instance id at most once, only once the app is
+  back, and sends nothing after that;
 - and every `Wait` ends in the future; the outcome "rejoined" only follows an answer or a view that showed it.
 """
 
 import heapq
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from hypothesis import given, settings
@@ -24,15 +27,20 @@ from hypothesis import strategies as st
 from vigil_core.bridge.engine import (
     PROOFS,
     Action,
+    AppBack,
     AppEnded,
     BridgeConfig,
     BridgeState,
     Described,
     Ended,
+    GroupProtocol,
     HeartbeatAnswered,
+    KeepAlive,
     Member,
     Observation,
     Refused,
+    Release,
+    ReleaseAnswered,
     Remove,
     RemoveAnswered,
     SendHeartbeat,
@@ -58,6 +66,17 @@ HEARTBEAT_ANSWERS = [
     "REQUEST_TIMED_OUT",
     "GROUP_AUTHORIZATION_FAILED",
 ]
+KEEP_ALIVE_ANSWERS = [
+    "NONE",
+    "FENCED_MEMBER_EPOCH",
+    "UNKNOWN_MEMBER_ID",
+    "FENCED_INSTANCE_ID",
+    "TRANSPORT_ERROR",
+    "NOT_COORDINATOR",
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "GROUP_AUTHORIZATION_FAILED",
+]
+RELEASE_ANSWERS = ["NONE", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID", "TRANSPORT_ERROR", "GROUP_AUTHORIZATION_FAILED"]
 REMOVE_ANSWERS = ["NONE", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID", "TRANSPORT_ERROR", "GROUP_AUTHORIZATION_FAILED"]
 VIEWS = ["present", "rejoined", "gone"]
 
@@ -75,6 +94,10 @@ class World:
     views: list[tuple[float, str]] = field(default_factory=list)
     persist_at: int | None = None
     """The step after which the state is replaced by `from_json(to_json())`."""
+    protocol: GroupProtocol = "classic"
+    app_back: float | None = None
+    """Seconds after the start at which the app's new process asks for the go-ahead."""
+    release_answer: str = "NONE"
 
     # what happened
     log: list[tuple[float, Action]] = field(default_factory=list)
@@ -83,13 +106,16 @@ class World:
     state: BridgeState | None = None
 
     def run(self) -> "World":
-        begun = start("g", ME, proof="container-terminated", earlier_ends=(), now=T0, config=self.config)
+        begun = start("g", ME, proof="container-terminated", earlier_ends=(), now=T0, config=self.config,
+                      protocol=self.protocol)  # fmt: skip
         assert isinstance(begun, BridgeState)
         state = begun
         heartbeats, removes = iter(self.heartbeat_answers), iter(self.remove_answers)
         seq = itertools.count()
         queue: list[tuple[float, int, Observation]] = [(T0 + t, next(seq), AppEnded()) for t in self.app_ends]
         queue += [(T0 + t, next(seq), self._view(kind)) for t, kind in self.views]
+        if self.app_back is not None:
+            queue.append((T0 + self.app_back, next(seq), AppBack()))
         heapq.heapify(queue)
         tick_at: float | None = T0
         now: float
@@ -109,14 +135,10 @@ class World:
             for action in actions:
                 self.log.append((now, action))
                 match action:
-                    case SendHeartbeat():
-                        answer = classify(Api.HEARTBEAT, code_of(next(heartbeats, "NONE")))
-                        heapq.heappush(queue, (now + self.latency, next(seq), HeartbeatAnswered(answer)))
+                    case SendHeartbeat() | KeepAlive() | Remove() | Release():
+                        answer = self._reply(action, heartbeats, removes)
+                        heapq.heappush(queue, (now + self.latency, next(seq), answer))
                         tick_at = None  # the edge now waits for the answer
-                    case Remove():
-                        answer = classify(Api.LEAVE_GROUP, code_of(next(removes, "NONE")))
-                        heapq.heappush(queue, (now + self.latency, next(seq), RemoveAnswered(answer)))
-                        tick_at = None
                     case Wait(until=until):
                         assert until > now, f"a Wait that does not end in the future at T0+{now - T0}: {action}"
                         tick_at = until + self.lateness
@@ -124,6 +146,20 @@ class World:
                         tick_at = None
         self.state = state
         return self
+
+    def _reply(
+        self, request: SendHeartbeat | KeepAlive | Remove | Release, heartbeats: Iterator[str], removes: Iterator[str]
+    ) -> Observation:
+        """The broker's answer to `request`, from the script."""
+        match request:
+            case SendHeartbeat():
+                return HeartbeatAnswered(classify(Api.HEARTBEAT, code_of(next(heartbeats, "NONE"))))
+            case KeepAlive(epoch=epoch):
+                answer = classify(Api.CONSUMER_GROUP_HEARTBEAT, code_of(next(heartbeats, "NONE")))
+                return HeartbeatAnswered(answer, epoch + 1 if answer.name == "NONE" else 0)
+            case Release():
+                return ReleaseAnswered(classify(Api.CONSUMER_GROUP_HEARTBEAT, code_of(self.release_answer)))
+        return RemoveAnswered(classify(Api.LEAVE_GROUP, code_of(next(removes, "NONE"))))
 
     def _view(self, kind: str) -> Described:
         holder = {"present": [("m-1", "pod-0")], "rejoined": [("m-2", "pod-0")], "gone": []}[kind]
@@ -134,13 +170,20 @@ class World:
         match observation:
             case HeartbeatAnswered(outcome=o) | RemoveAnswered(outcome=o):
                 self.answered.append((now, o.name))
+            case ReleaseAnswered(outcome=o):
+                self.answered.append((now, "release:" + o.name))
+            case AppBack():
+                self.answered.append((now, "app-back"))
             case Described(view=v):
                 self.answered.append((now, "view:" + _kind(v)))
 
     # what the properties look at
 
     def sent(self) -> list[float]:
-        return [t for t, a in self.log if isinstance(a, SendHeartbeat)]
+        return [t for t, a in self.log if isinstance(a, SendHeartbeat | KeepAlive)]
+
+    def releases(self) -> list[float]:
+        return [t for t, a in self.log if isinstance(a, Release)]
 
     def ends(self) -> list[tuple[float, Ended]]:
         return [(t, a) for t, a in self.log if isinstance(a, Ended)]
@@ -179,8 +222,10 @@ def worlds(draw: st.DrawFn, *, calm: bool = False) -> World:
     config = draw(configs())
     interval = config.heartbeat_interval
     horizon = config.max_bridge_seconds * 1.2
+    protocol = draw(st.sampled_from(["classic", "consumer"]))
     if calm:
         return World(
+            protocol=protocol,
             config=config,
             heartbeat_answers=[],
             remove_answers=[],
@@ -188,9 +233,13 @@ def worlds(draw: st.DrawFn, *, calm: bool = False) -> World:
             lateness=draw(st.floats(0.0, 0.5)) * interval,
             persist_at=draw(st.none() | st.integers(0, 60)),
         )
+    answers = KEEP_ALIVE_ANSWERS if protocol == "consumer" else HEARTBEAT_ANSWERS
     return World(
+        protocol=protocol,
+        app_back=draw(st.none() | st.floats(0.0, horizon)),
+        release_answer=draw(st.sampled_from(RELEASE_ANSWERS)),
         config=config,
-        heartbeat_answers=draw(st.lists(st.sampled_from(["NONE"] * 8 + HEARTBEAT_ANSWERS), max_size=40)),
+        heartbeat_answers=draw(st.lists(st.sampled_from(["NONE"] * 8 + answers), max_size=40)),
         remove_answers=draw(st.lists(st.sampled_from(REMOVE_ANSWERS), max_size=3)),
         latency=draw(st.floats(0.0, 2.5)) * interval,
         lateness=draw(st.floats(0.0, 0.5)) * interval,
@@ -213,7 +262,7 @@ def test_a_no_heartbeat_after_the_end_or_the_deadline_and_it_always_ends(world: 
     assert len(ends) == 1
     ended_at = ends[0][0]
     assert all(T0 <= t < state.deadline for t in world.sent())
-    last = max(i for i, (_, a) in enumerate(world.log) if isinstance(a, SendHeartbeat | Ended))
+    last = max(i for i, (_, a) in enumerate(world.log) if isinstance(a, SendHeartbeat | KeepAlive | Ended))
     assert isinstance(world.log[last][1], Ended)
     # by the deadline; past it only for a Remove due then, after the answer to a heartbeat in flight and its own
     assert ended_at <= state.deadline + 2 * world.latency + world.lateness + 1e-6
@@ -269,7 +318,7 @@ def test_c2_stale_generation_only_on_a_moved_generation_and_never_with_a_remove(
     ends = world.ends()
     if not ends or ends[0][1].outcome != "stale-generation":
         return
-    assert (ends[0][0], "ILLEGAL_GENERATION") in world.answered
+    assert {(ends[0][0], "ILLEGAL_GENERATION"), (ends[0][0], "FENCED_MEMBER_EPOCH")} & set(world.answered)
     assert not world.removes()
 
 
@@ -282,7 +331,7 @@ def test_d_ended_exactly_once_counting_every_heartbeat(world: World) -> None:
     assert ended.seconds_bridged == max(0.0, ended_at - T0)
     assert ended.reason.endswith(".")
     if ended.outcome == "rejoined":  # only on the broker's or a view's word
-        shown = {"FENCED_INSTANCE_ID", "view:rejoined"}
+        shown = {"FENCED_INSTANCE_ID", "view:rejoined", "release:NONE", "release:FENCED_INSTANCE_ID"}
         assert any(name in shown for t, name in world.answered if t <= ended_at)
     if ended.outcome == "removed":
         assert world.removes()
@@ -301,10 +350,29 @@ def test_e_persisting_at_any_step_changes_nothing(world: World, at: int) -> None
             app_ends=world.app_ends,
             views=world.views,
             persist_at=persist_at,
+            protocol=world.protocol,
+            app_back=world.app_back,
+            release_answer=world.release_answer,
         )
         return copy.run().log
 
     assert replay(at) == replay(None)
+
+
+@EXAMPLES
+@given(worlds())
+def test_g_a_kip848_bridge_never_removes_and_releases_once_for_the_app_back(world: World) -> None:
+    world.run()
+    releases = world.releases()
+    if world.protocol == "classic":
+        assert not releases
+        return
+    assert not world.removes()
+    assert len(releases) <= 1
+    if releases:
+        assert any(name == "app-back" for t, name in world.answered if t <= releases[0])
+        first = next(i for i, (_, a) in enumerate(world.log) if isinstance(a, Release))
+        assert all(isinstance(a, Wait | Ended) for _, a in world.log[first + 1 :])
 
 
 @settings(max_examples=400, deadline=None)

@@ -42,9 +42,10 @@ def _value(sidecar: Sidecar, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
-async def _hold(port: int, pid: int, process: str | None = None) -> socket.socket:
+async def _hold(port: int, pid: int, process: str | None = None, *, ready: bool = False) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port))
-    first = (json.dumps({"pid": pid} if process is None else {"pid": pid, "process": process}) + "\n").encode()
+    doc: dict[str, object] = {"pid": pid} if process is None else {"pid": pid, "process": process}
+    first = (json.dumps(doc | ({"ready": True} if ready else {})) + "\n").encode()
     head = f"POST /v1/hold HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n{len(first):x}\r\n".encode()
     sock.sendall(head + first + b"\r\n")
     return sock
@@ -151,3 +152,61 @@ def test_a_connection_without_a_pid_still_holds() -> None:
             await runner.cleanup()
 
     _run(test)
+
+
+def test_a_helper_asking_for_the_go_ahead_gets_it_at_once_when_no_member_is_kept() -> None:
+    """The Python helper's hold (`"ready": true`): nothing is bridged, so the sidecar answers at once; the connection
+    then holds on as before, and its close is the app's end."""
+
+    async def test() -> None:
+        sidecar = _sidecar()
+        port = ports.free_ports(1)[0]
+        runner = await _serve(sidecar, port)
+        try:
+            hold = _Hold(("127.0.0.1", port))
+            hold._thread.start()  # noqa: SLF001 - a fresh hold, not this process's singleton
+            started = time.monotonic()
+            assert await asyncio.to_thread(hold.wait_ready)
+            assert time.monotonic() - started < 2.0
+            assert _value(sidecar, "vigil_sidecar_app_holds") == 1
+            sock = await _hold(port, 104, process="raw", ready=True)
+            head = await asyncio.to_thread(_read_until, sock, b'"released": false}\n')
+            assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+            assert b"Transfer-Encoding: chunked" in head
+            await _until(lambda: _value(sidecar, "vigil_sidecar_app_holds") == 2, "both holds open")
+            sock.close()
+            await _until(lambda: _value(sidecar, "vigil_sidecar_app_ends_total") == 1, "the raw process's end")
+            assert _value(sidecar, "vigil_sidecar_app_holds") == 1  # the helper's still holds
+        finally:
+            await runner.cleanup()
+
+    _run(test)
+
+
+def test_the_helper_waits_for_the_go_ahead_only_so_long() -> None:
+    """A sidecar that never answers (one older than the go-ahead) costs the app its bound once, then the hold goes on;
+    one that answers anything else (no /v1/hold) costs nothing."""
+    for answer, bound in ((b"", 0.5), (b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", 2.0)):
+        listener = socket.create_server(("127.0.0.1", 0))
+        hold = _Hold(listener.getsockname()[:2])
+        hold._deadline = time.monotonic() + 0.5  # noqa: SLF001 - the bound, shortened for the test
+        hold._thread.start()  # noqa: SLF001
+        conn, _ = listener.accept()
+        request = _read_until(conn, b'"ready": true}\n')
+        assert b'"process": "' + hold.process.encode() + b'"' in request
+        conn.sendall(answer)
+        started = time.monotonic()
+        assert not hold.wait_ready()
+        assert time.monotonic() - started < bound
+        conn.close()
+        listener.close()
+
+
+def _read_until(sock: socket.socket, marker: bytes) -> bytes:
+    sock.settimeout(5.0)
+    data = b""
+    while marker not in data:
+        chunk = sock.recv(4096)
+        assert chunk, f"closed before {marker!r}: {data!r}"
+        data += chunk
+    return data
