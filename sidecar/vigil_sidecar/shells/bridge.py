@@ -140,17 +140,16 @@ class AppEnds(Shell):
             config=self.settings.bridge(), instance_id=self.settings.instance_id, protocol=protocol,
         )  # fmt: skip
 
-    def _started(self, started: bridge.BridgeState | bridge.Refused, now: float) -> bool:
-        """Run the bridge `start` allowed, or say why not; True if it runs."""
+    def _started(self, started: bridge.BridgeState | bridge.Refused, now: float) -> None:
+        """Run the bridge `start` allowed, or say why not."""
         if isinstance(started, bridge.Refused):
             self.metrics.bridges_refused.labels(started.cause).inc()
             self.said.once("bridge", started.message)
             self.last_bridge = {"state": "refused", "cause": started.cause, "message": started.message,
                                 "at": utc_now().isoformat()}  # fmt: skip
-            return False
+            return
         self.said.over("bridge")
         self._start_bridge(started, now)
-        return True
 
     def _start_kept(self, member: bridge.Member | None, earlier: tuple[float, ...], now: float) -> None:
         """A KIP-848 static member is kept alive at its current epoch, read from the coordinator first (the app's last
@@ -167,7 +166,10 @@ class AppEnds(Shell):
                 return -1
 
         async def start() -> None:
-            read = await asyncio.get_running_loop().run_in_executor(self._bridge_worker, epoch)
+            try:
+                read = await asyncio.get_running_loop().run_in_executor(self._bridge_worker, epoch)
+            finally:
+                self._starting = None
             known = None if member is None else bridge.Member(member.member_id, read, member.instance_id)
             started = self._start(known, earlier, now, "consumer")
             if isinstance(started, bridge.Refused) and started.cause == "no-generation":
@@ -175,10 +177,8 @@ class AppEnds(Shell):
             else:
                 self._started(started, now)
 
-        task = asyncio.create_task(start())
-        task.add_done_callback(report_crash)
-        task.add_done_callback(lambda _: setattr(self, "_starting", None))
-        self._starting = task
+        self._starting = asyncio.create_task(start())
+        self._starting.add_done_callback(report_crash)
 
     async def app_back(self) -> bool:
         """A new process of the app waits to join (its helper asked for the go-ahead): a KIP-848 member kept alive
