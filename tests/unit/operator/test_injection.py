@@ -659,6 +659,13 @@ def test_a_static_group_with_bridging_starts_a_bridging_sidecar() -> None:
     assert settings.instance_id == f"{NS}-orders-0"
 
 
+def test_a_kip848_static_group_with_bridging_starts_a_bridging_sidecar_the_sidecar_accepts() -> None:
+    g = static_group(client={"groupProtocol": "consumer"}, liveness={"bridge": {"enabled": True}})
+    settings, _ = started(injected(admitted(pod()), g))
+    assert (settings.bridge_enabled, settings.group_protocol.value) == (True, "consumer")
+    assert settings.heartbeat_interval_seconds is None  # a KIP-848 client refuses heartbeat.interval.ms
+
+
 @pytest.mark.parametrize(
     "fields",
     [
