@@ -146,6 +146,7 @@ bench: setup
 	$(BIN)/python bench/image_layers.py
 	$(BIN)/python bench/operator_scale.py --groups 200 --resync-seconds 30
 	$(BIN)/python bench/rollout.py --replicas 4 8
+	$(BIN)/python bench/kip848_static_restart.py
 	$(BIN)/python bench/decode_throughput.py
 
 clean:

@@ -14,6 +14,7 @@ SPEC_HASHES = {
     2: "dfc403f32eacd2bbd860a1691ccf763d9a809b77fe7bb7ca164b3f12d9d0c211",
     3: "388af21ec25a01f2d1b6adcee1280ea4fca0005017e375e3f10324f38f87c468",  # bootstrapServers, serviceAccountName
     4: "3f8e53e95691043e5e2fe6bce8aac086e0e3f9ae94906ae5facd61b1b479ad9c",  # status.protocol: share, streams
+    5: "1049858ad515d9651e60df216349e5e9194275bb77f3b255d97e56bcda456c9f",  # bridge.enabled: KIP-848 too
 }
 """sha256 of the canonical JSON of each revision's `spec`. A change of the CRD's spec without a new revision fails
 below: raise `vigil.dev/crd-revision` by one and record the new hash here (older operators keep working on the new
