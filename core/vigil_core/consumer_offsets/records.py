@@ -63,7 +63,7 @@ class TopicIdPartitions:
     topic_id: bytes
     partitions: tuple[int, ...]
     assignment_epochs: tuple[int, ...] | None = None
-    """KIP-1251 (4.4+, a member's current assignment): the epoch each partition was assigned at, aligned with
+    """KIP-1251 (4.3+, a member's current assignment): the epoch each partition was assigned at, aligned with
     `partitions`; None when not written (tagged field 0)."""
 
 
