@@ -107,10 +107,11 @@ def beacon_app(sidecar: Sidecar) -> web.Application:
             first = b""
             with contextlib.suppress(ValueError):  # a first line over the limit: no pid, still a hold
                 first = await request.content.readline()
-            process = _hold_process(first) or process
+            named, asks_ready = _hold_first_line(first)
+            process = named or process
             sidecar.hold_opened(process)
             opened = True
-            if _asks_ready(first):
+            if asks_ready:
                 released = await sidecar.app_back()
                 answer = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
                 answer.enable_chunked_encoding()
@@ -141,25 +142,19 @@ def beacon_app(sidecar: Sidecar) -> web.Application:
     return app
 
 
-def _hold_process(line: bytes) -> str | None:
-    """The app process a hold's first line names (`{"pid": 1234, "process": "<token>"}`): its token, else its pid
-    (pids repeat across containers, so the helper sends a token too); None if it names none."""
+def _hold_first_line(line: bytes) -> tuple[str | None, bool]:
+    """What a hold's first line (`{"pid": 1234, "process": "<token>", "ready": true}`) says: the app process it
+    names — its token, else its pid (pids repeat across containers, so the helper sends a token too), None if it
+    names none — and whether it asks for the go-ahead to join (a helper that waits for it)."""
     try:
         doc = json.loads(line)
-        token, pid = doc.get("process"), doc.get("pid")
+        token, pid, ready = doc.get("process"), doc.get("pid"), doc.get("ready") is True
     except (ValueError, AttributeError):
-        return None
+        return None, False
     if isinstance(token, str) and 0 < len(token) <= 64:
-        return token
-    return f"pid {pid}" if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
-
-
-def _asks_ready(line: bytes) -> bool:
-    """Whether a hold's first line asks for the go-ahead to join (`"ready": true`: a helper that waits for it)."""
-    try:
-        return json.loads(line).get("ready") is True
-    except (ValueError, AttributeError):
-        return False
+        return token, ready
+    named = isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
+    return (f"pid {pid}" if named else None), ready
 
 
 def health_app(sidecar: Sidecar) -> web.Application:

@@ -5,7 +5,6 @@ release of a dead KIP-848 static member's instance id for its replacement.
 """
 
 import asyncio
-import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -166,14 +165,12 @@ def test_the_operator_releases_a_dead_kip848_static_member_for_its_replacement(
         admin.set_group_session(group, GROUP_SESSION_MS)
     finally:
         admin.close()
-    log = static_app.log_path(tmp_path, "op-rel")
 
     def start_app() -> procs.Managed:
         return static_app.start(conn, group, topic, "op-rel", tmp_path, beacon_addr=NO_SIDECAR, protocol="consumer")
 
     def members_holding() -> list[str]:
-        text = log.read_text() if log.exists() else ""
-        return re.findall(r"static_app: member=(\S+) generation=\d+ assigned=[1-9]", text)
+        return static_app.holding_members(tmp_path, "op-rel")
 
     app = start_app()
     try:

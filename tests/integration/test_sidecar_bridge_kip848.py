@@ -7,7 +7,6 @@ joins as a new member: two bumps (`bench/kip848_static_restart.py` measures both
 test broker's 10 s KIP-848 session, 1 s heartbeat interval), the sidecar and the apps as real processes.
 """
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,15 +103,13 @@ def test_a_kip848_static_app_away_for_two_sessions_comes_back_without_an_epoch_b
 ) -> None:
     """librdkafka (the Python helper)."""
     g = Kept848.start(kafka, tmp_path, "k848-app")
-    log = static_app.log_path(tmp_path, "k848-app")
 
     def start_app() -> procs.Managed:
         return static_app.start(g.conn, g.group, g.topic, "k848-app", tmp_path, beacon_addr=g.sidecar.beacon_addr,
                                 protocol="consumer")  # fmt: skip
 
     def assigned_lines() -> list[str]:
-        text = log.read_text() if log.exists() else ""
-        return re.findall(r"static_app: member=(\S+) generation=\d+ assigned=[1-9]", text)
+        return static_app.holding_members(tmp_path, "k848-app")
 
     app = start_app()
     try:
@@ -147,21 +144,16 @@ def test_a_kip848_static_java_app_away_for_two_sessions_comes_back_without_an_ep
             protocol="consumer", listener=False, beacon_addr=g.sidecar.beacon_addr, instance_id="k848-java",
         )  # fmt: skip
 
-    def holding(java: JavaConsumer) -> dict[str, Any] | None:
-        group_event = java.last("group")
-        held = group_event and group_event["member_id"] and group_event["assigned"]
-        return group_event if held else None
-
     java = start_java("first")
     try:
-        first = wait_for(lambda: holding(java), timeout=60, what="the Java app holding partitions")
+        first = wait_for(java.holding, timeout=60, what="the Java app holding partitions")
         assert first is not None
         g.proven(first["member_id"])
         bumps = broker_log.epoch_bumps(kafka, g.group)
         java.process.kill()
         running = g.kept_away(first["member_id"])
         java = start_java("second")
-        back = wait_for(lambda: holding(java), timeout=60, what="the restarted Java app holding partitions")
+        back = wait_for(java.holding, timeout=60, what="the restarted Java app holding partitions")
         assert back is not None
         g.handed_over(first["member_id"], back["member_id"], bumps)
         print(f"java: kept {running['seconds_bridged']:.1f}s, {running['heartbeats_sent']} keep-alives")

@@ -7,11 +7,9 @@ and its assignment over at once. Real broker (the group's session raised to 45 s
 the apps as real processes.
 """
 
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -84,15 +82,13 @@ def test_a_killed_kip848_static_app_started_again_takes_its_member_over_at_once(
     """librdkafka (the Python helper)."""
     g = Static848.start(kafka, tmp_path, "release", "rel-app")
     conn, topic, group, sidecar = g.conn, g.topic, g.group, g.sidecar
-    log = static_app.log_path(tmp_path, "rel-app")
 
     def start_app() -> procs.Managed:
         return static_app.start(conn, group, topic, "rel-app", tmp_path, beacon_addr=sidecar.beacon_addr,
                                 protocol="consumer")  # fmt: skip
 
     def assigned_lines() -> list[str]:
-        text = log.read_text() if log.exists() else ""
-        return re.findall(r"static_app: member=(\S+) generation=\d+ assigned=[1-9]", text)
+        return static_app.holding_members(tmp_path, "rel-app")
 
     app = start_app()
     try:
@@ -136,15 +132,10 @@ def test_a_killed_kip848_static_java_app_started_again_takes_its_member_over_at_
             listener=False, beacon_addr=sidecar.beacon_addr, instance_id="rel-java",
         )  # fmt: skip
 
-    def holding(java: JavaConsumer) -> dict[str, Any] | None:
-        group_event = java.last("group")
-        held = group_event and group_event["member_id"] and group_event["assigned"]
-        return group_event if held else None  # (an event may show partitions before the member id: not yet)
-
     java = start_java("first")
     try:
         wait_for(lambda: clients.stable_members(conn, group), lambda n: n == 2, timeout=60, what="2 members Stable")
-        first = wait_for(lambda: holding(java), timeout=30, what="the Java app holding partitions")
+        first = wait_for(java.holding, timeout=30, what="the Java app holding partitions")
         assert first is not None
         wait_for(sidecar.status, lambda s: (s.get("member") or {}).get("member_id") == first["member_id"]
                  and s["app"]["helper_connections"] == 1, timeout=30,
@@ -153,7 +144,7 @@ def test_a_killed_kip848_static_java_app_started_again_takes_its_member_over_at_
         killed_at = time.monotonic()
         java = start_java("second")
         limit = BACK_WITHIN["java"]
-        back = wait_for(lambda: holding(java), timeout=bound(limit), what="the restarted Java app holding partitions")
+        back = wait_for(java.holding, timeout=bound(limit), what="the restarted Java app holding partitions")
         assert back is not None
         took = time.monotonic() - killed_at
         print(f"java: the restarted app held partitions {took:.1f}s after the kill (session 45 s)")

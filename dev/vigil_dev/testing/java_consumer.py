@@ -144,6 +144,12 @@ class JavaApp:
         found = [e for e in self.events() if e["event"] == kind]
         return found[-1] if found else None
 
+    def holding(self) -> dict[str, Any] | None:
+        """The app's last group event if it shows a member holding partitions (an event may show partitions before
+        the member id: not yet), else None."""
+        event = self.last("group")
+        return event if event and event["member_id"] and event["assigned"] else None
+
     def wait_event(
         self, accept: Callable[[dict[str, Any]], bool], *, after: int = 0, timeout: float, what: str
     ) -> tuple[int, dict[str, Any]]:

@@ -1,5 +1,6 @@
 """Start and read `vigil_testapps.static_app` (one static member, killable) as a real process for bridge tests."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -44,3 +45,10 @@ def start(
 
 def log_path(state_dir: Path, instance_id: str) -> Path:
     return state_dir / f"app-{instance_id}.log"
+
+
+def holding_members(state_dir: Path, instance_id: str) -> list[str]:
+    """The member id of every line the app (all its processes, one log) printed while holding partitions, in order."""
+    log = log_path(state_dir, instance_id)
+    text = log.read_text() if log.exists() else ""
+    return re.findall(r"static_app: member=(\S+) generation=\d+ assigned=[1-9]", text)
