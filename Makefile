@@ -110,12 +110,13 @@ test-kafka3: setup
 	@scripts/timed "kafka 3-node suite" $(PYTEST) tests/integration -m "kafka3" -q
 
 # The older release users still run: the suites that speak to the coordinator (group client, stalls — a Kafka
-# Streams app's among them —, bridging, the __consumer_offsets decoders, the report's ingest and broker-log model)
+# Streams app's among them —, bridging, the __consumer_offsets decoders and their differential test against Kafka's
+# own formatters, the report's ingest and broker-log model)
 # on Kafka 3.9.1; tests marked kafka_min are deselected and counted.
 KAFKA_39_SUITE := tests/integration/test_group_client.py tests/integration/test_sidecar_stall.py \
 	tests/integration/test_sidecar_bridge.py tests/integration/test_offsets_decoders_real.py \
 	tests/integration/test_kafka_versions.py tests/integration/test_spark_ingest.py tests/integration/test_spark_broker_logs.py \
-	tests/integration/test_streams_stall.py
+	tests/integration/test_streams_stall.py tests/integration/test_kafka_formatters.py
 test-kafka-39: setup
 	@scripts/timed "kafka integration subset on Kafka 3.9.1 (the report's ingest and broker logs included)" \
 	  env VIGIL_TEST_KAFKA_VERSION=3.9.1 \

@@ -100,12 +100,19 @@ CONSUMER_GROUP_RECORDS: Final = _schema(
     (
         "record_type",
         IntegerType(),
-        "The key type: 3 group epoch, 4 partition metadata, 5 member metadata, "
-        "6 target assignment epoch, 7 target assignment of a member, 8 current member assignment, 16 regex.",
+        "The key type. KIP-848: 3 group epoch, 4 partition metadata, 5 member metadata, 6 target assignment epoch, "
+        "7 target assignment of a member, 8 current member assignment, 16 regex. Share groups (kept, not modelled): "
+        "10 member, 11 group epoch, 12 target assignment epoch, 13 target of a member, 14 current assignment, "
+        "15 share-state topics. Streams groups (kept, not modelled): 17 group epoch, 19 member, 20 target "
+        "assignment epoch, 21 target tasks of a member, 22 current assignment, 23 topology.",
     ),
     _TOMBSTONE,
-    ("member_id", StringType(), "The member of a member record (types 5, 7, 8); null for the others."),
-    ("epoch", IntegerType(), "Group epoch (3), assignment epoch (6) or member epoch (8); null otherwise."),
+    ("member_id", StringType(), "The member of a member record (types 5, 7, 8, 10, 13, 14, 19, 21, 22); null else."),
+    (
+        "epoch",
+        IntegerType(),
+        "Group epoch (3, 11, 17), assignment epoch (6, 12, 20) or member epoch (8, 14, 22); null otherwise.",
+    ),
     (
         "record_json",
         StringType(),

@@ -36,7 +36,11 @@ RECORDS: list[tuple[bytes | None, bytes | None, str]] = [
     (COMMIT_KEY, COMMIT_VALUE, "offset_commits"),
     (COMMIT_KEY, COMMIT_VALUE[:-3], "OffsetCommitValue: does not match the schema"),
     (COMMIT_KEY, b"\x00\x09" + COMMIT_VALUE[2:], "OffsetCommitValue version 9 not known (0-4)"),
-    (b"\x00\x11\x00\x01g", b"\x00\x00", "record type 17: StreamsGroupMetadata, a streams group's record of group 'g'"),
+    (
+        b"\x00\x09\x00\x01g",
+        b"\x00\x00",
+        "record type 9: ShareGroupPartitionMetadata, an early-access (Kafka 4.0) share",
+    ),
     (None, b"x", "key: null"),
     (GROUP_KEY, GROUP_VALUE[:-10], "GroupMetadataValue v3: "),
     (GROUP_KEY, GROUP_VALUE, "group_metadata"),

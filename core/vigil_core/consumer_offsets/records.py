@@ -1,12 +1,12 @@
 """`__consumer_offsets` keys and values as frozen dataclasses (schemas of Kafka 3.9–4.4).
 
 Key = int16 record type (Kafka calls it the key "version") + a non-flexible key struct. Value = int16
-value version + the value struct (flexible from OffsetCommitValue/GroupMetadataValue v4 and for every KIP-848
-record); a null value is a tombstone. Field defaults are Kafka's own for fields a version lacks, so a
+value version + the value struct (flexible from OffsetCommitValue/GroupMetadataValue v4 and for every KIP-848,
+share and streams record); a null value is a tombstone. Field defaults are Kafka's own for fields a version lacks, so a
 decoded record compares equal whatever version carried it.
 
 Nothing here raises on input: record types or versions this module does not know become `Unknown`
-(share and streams groups, named with their group; future types and versions) and bytes that do not fit the
+(4.0's early-access share type 9, named with its group; future types and versions) and bytes that do not fit the
 schema become `Corrupt` naming the field — the report counts both.
 """
 
@@ -154,6 +154,23 @@ class ConsumerGroupRegularExpressionKey:
     record_type: ClassVar[int] = 16
 
 
+@dataclass(frozen=True, slots=True)
+class GroupRecordKey:
+    """A share-group (11, 12, 15) or streams-group (17, 20, 23) record of the whole group: the group id only."""
+
+    group: str
+    record_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRecordKey:
+    """A share-group (10, 13, 14) or streams-group (19, 21, 22) record of one member: group and member id."""
+
+    group: str
+    member_id: str
+    record_type: int
+
+
 Key = (
     OffsetCommitKey
     | GroupMetadataKey
@@ -164,6 +181,8 @@ Key = (
     | ConsumerGroupTargetAssignmentMemberKey
     | ConsumerGroupCurrentMemberAssignmentKey
     | ConsumerGroupRegularExpressionKey
+    | GroupRecordKey
+    | MemberRecordKey
 )
 
 # -- consumer protocol (the bytes inside GroupMetadataValue members) ----------------------------------
@@ -338,6 +357,218 @@ class ConsumerGroupRegularExpressionValue:
     timestamp: int
 
 
+# -- share groups (KIP-932): types 10-15 as Kafka 4.1+ writes them (4.0's early-access types 9, 11, 15 differ) --
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMemberMetadataValue:
+    """Type 10: a share member joined or changed its subscription (share groups have no static members)."""
+
+    version: int
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMetadataValue:
+    """Type 11: the share group's epoch; every epoch bump is a new record."""
+
+    version: int
+    epoch: int
+    metadata_hash: int
+    """Untagged, since 4.1 (type 3 carries it in tag 0; 4.0's early-access layout lacks it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMetadataValue:
+    """Type 12: the epoch of the share group's target assignment."""
+
+    version: int
+    assignment_epoch: int
+    assignment_timestamp: int = 0
+    """KIP-1263 (4.3+), tagged field 0; 0 when not written."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMemberValue:
+    """Type 13: one share member's target partitions."""
+
+    version: int
+    topic_partitions: tuple[TopicIdPartitions, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupCurrentMemberAssignmentValue:
+    """Type 14: a share member's epoch and partitions (shared, so nothing is ever pending revocation)."""
+
+    version: int
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    """0 STABLE, 1 UNREVOKED_PARTITIONS, 2 UNRELEASED_PARTITIONS (127 UNKNOWN)."""
+    assigned_partitions: tuple[TopicIdPartitions, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionsInfo:
+    topic_id: bytes
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicIdName:
+    topic_id: bytes
+    topic_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupStatePartitionMetadataValue:
+    """Type 15: which topics' share state is initializing, initialized or being deleted (no membership)."""
+
+    version: int
+    initializing_topics: tuple[TopicPartitionsInfo, ...]
+    """Since 4.1, untagged (4.0's early-access layout lacks it)."""
+    initialized_topics: tuple[TopicPartitionsInfo, ...]
+    deleting_topics: tuple[TopicIdName, ...]
+
+
+# -- streams groups (KIP-1071): types 17 and 19-23, Kafka 4.1+ --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValue:
+    key: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupMetadataValue:
+    """Type 17: the streams group's epoch. In 4.4 it is also rewritten at the same epoch (KIP-1331's topology
+    description bookkeeping), so a rebalance is an increase of `epoch`, not a record."""
+
+    version: int
+    epoch: int
+    metadata_hash: int
+    """Untagged (type 3 carries it in tag 0)."""
+    validated_topology_epoch: int = -1
+    """Tag 0, 4.2+."""
+    last_assignment_configs: tuple[KeyValue, ...] | None = None
+    """Tag 1, 4.2+."""
+    stored_description_topology_epoch: int = -1
+    """Tag 2, 4.4+ (-2: uncertain)."""
+    failed_description_topology_epoch: int = -1
+    """Tag 3, 4.4+."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupMemberMetadataValue:
+    """Type 19: a streams member joined or changed; static members (an instance id) since 4.4."""
+
+    version: int
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    topology_epoch: int
+    process_id: str
+    user_endpoint: Endpoint | None
+    client_tags: tuple[KeyValue, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupTargetAssignmentMetadataValue:
+    """Type 20: the epoch of the streams group's target assignment."""
+
+    version: int
+    assignment_epoch: int
+    assignment_timestamp: int = 0
+    """KIP-1263 (4.3+), tagged field 0; 0 when not written."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskIds:
+    """The tasks of one subtopology, by partition."""
+
+    subtopology_id: str
+    partitions: tuple[int, ...]
+    assignment_epochs: tuple[int, ...] | None = None
+    """4.2+, a member's current active tasks only (tag 0): the epoch each was assigned at; None when not written."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupTargetAssignmentMemberValue:
+    """Type 21: one streams member's target tasks."""
+
+    version: int
+    active_tasks: tuple[TaskIds, ...]
+    standby_tasks: tuple[TaskIds, ...]
+    warmup_tasks: tuple[TaskIds, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupCurrentMemberAssignmentValue:
+    """Type 22: a streams member's epoch, state and tasks; epoch -2 is a static member's temporary leave (4.4)."""
+
+    version: int
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    """1 STABLE, 2 UNREVOKED_TASKS, 3 UNRELEASED_TASKS, 127 UNKNOWN (not the consumer numbering)."""
+    active_tasks: tuple[TaskIds, ...]
+    standby_tasks: tuple[TaskIds, ...]
+    warmup_tasks: tuple[TaskIds, ...]
+    active_tasks_pending_revocation: tuple[TaskIds, ...]
+    standby_tasks_pending_revocation: tuple[TaskIds, ...]
+    warmup_tasks_pending_revocation: tuple[TaskIds, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    partitions: int
+    replication_factor: int
+    topic_configs: tuple[KeyValue, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CopartitionGroup:
+    """Indexes into the subtopology's source topics, source regexes and repartition source topics."""
+
+    source_topics: tuple[int, ...]
+    source_topic_regex: tuple[int, ...]
+    repartition_source_topics: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Subtopology:
+    subtopology_id: str
+    source_topics: tuple[str, ...]
+    source_topic_regex: tuple[str, ...]
+    state_changelog_topics: tuple[TopicInfo, ...]
+    repartition_sink_topics: tuple[str, ...]
+    repartition_source_topics: tuple[TopicInfo, ...]
+    copartition_groups: tuple[CopartitionGroup, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupTopologyValue:
+    """Type 23: the topology a streams group runs, written when it is initialized or its epoch changes."""
+
+    version: int
+    epoch: int
+    subtopologies: tuple[Subtopology, ...]
+
+
 Value = (
     OffsetCommitValue
     | GroupMetadataValue
@@ -348,6 +579,18 @@ Value = (
     | ConsumerGroupTargetAssignmentMemberValue
     | ConsumerGroupCurrentMemberAssignmentValue
     | ConsumerGroupRegularExpressionValue
+    | ShareGroupMemberMetadataValue
+    | ShareGroupMetadataValue
+    | ShareGroupTargetAssignmentMetadataValue
+    | ShareGroupTargetAssignmentMemberValue
+    | ShareGroupCurrentMemberAssignmentValue
+    | ShareGroupStatePartitionMetadataValue
+    | StreamsGroupMetadataValue
+    | StreamsGroupMemberMetadataValue
+    | StreamsGroupTargetAssignmentMetadataValue
+    | StreamsGroupTargetAssignmentMemberValue
+    | StreamsGroupCurrentMemberAssignmentValue
+    | StreamsGroupTopologyValue
 )
 
 # -- key decoding -------------------------------------------------------------------------------------
@@ -389,17 +632,21 @@ _KEYS: dict[int, Callable[[Reader, int], Key]] = {
     7: _member_key(ConsumerGroupTargetAssignmentMemberKey),
     8: _member_key(ConsumerGroupCurrentMemberAssignmentKey),
     16: lambda r, _t: ConsumerGroupRegularExpressionKey(r.string("group"), r.string("regex")),
+    **dict.fromkeys((11, 12, 15, 17, 20, 23), lambda r, t: GroupRecordKey(r.string("group"), t)),
+    **dict.fromkeys(
+        (10, 13, 14, 19, 21, 22), lambda r, t: MemberRecordKey(r.string("group"), r.string("member_id"), t)
+    ),
 }
 
-
-NOT_DECODED: Final[dict[int, str]] = {
-    9: "ShareGroupPartitionMetadata",  # 4.0 only
+SHARE_GROUP_RECORDS: Final[dict[int, str]] = {
     10: "ShareGroupMemberMetadata",
     11: "ShareGroupMetadata",
     12: "ShareGroupTargetAssignmentMetadata",
     13: "ShareGroupTargetAssignmentMember",
     14: "ShareGroupCurrentMemberAssignment",
     15: "ShareGroupStatePartitionMetadata",
+}
+STREAMS_GROUP_RECORDS: Final[dict[int, str]] = {
     17: "StreamsGroupMetadata",
     19: "StreamsGroupMemberMetadata",
     20: "StreamsGroupTargetAssignmentMetadata",
@@ -407,16 +654,17 @@ NOT_DECODED: Final[dict[int, str]] = {
     22: "StreamsGroupCurrentMemberAssignment",
     23: "StreamsGroupTopology",
 }
-"""Record types Kafka writes for share groups (KIP-932) and streams groups (KIP-1071), named but not decoded: the
-report's rebalance model is about consumer groups. Read from `CoordinatorRecordType` of the 4.0.0, 4.1.0 and 4.4.0
-group-coordinator jars (type 18 was never in a release). Each key begins with the group id."""
+"""Record types of share groups (KIP-932) and streams groups (KIP-1071), from `CoordinatorRecordType` of the 4.0.0,
+4.1.0 and 4.4.0 group-coordinator jars (type 18 was never in a release)."""
+
+NOT_DECODED: Final[dict[int, str]] = {9: "ShareGroupPartitionMetadata"}
+"""Named but not decoded: type 9 existed only in 4.0, whose share groups were early access (4.1 replaced it)."""
 
 
 def _not_decoded(record_type: int, group: str | None) -> Unknown:
     name = NOT_DECODED[record_type]
-    kind = "a share group's" if name.startswith("Share") else "a streams group's"
     whose = f" of group {group!r}" if group is not None else ""
-    return Unknown(record_type, None, f"{name}, {kind} record{whose}: not decoded (the report models consumer groups)")
+    return Unknown(record_type, None, f"{name}, an early-access (Kafka 4.0) share group's record{whose}: not decoded")
 
 
 def decode_key(key: bytes | None) -> Key | Unknown | Corrupt:
@@ -538,9 +786,13 @@ def _cg_metadata_value(r: Reader, v: int) -> ConsumerGroupMetadataValue:
     return ConsumerGroupMetadataValue(v, epoch, metadata_hash)
 
 
+def _strings(r: Reader, name: str) -> tuple[str, ...]:
+    return r.compact_array(lambda r: r.compact_string(f"{name}[]"), name)
+
+
 def _partition_racks(r: Reader) -> PartitionRacks:
     partition = r.int32("partition_metadata.partition")
-    racks = r.compact_array(lambda r: r.compact_string("racks[]"), "partition_metadata.racks")
+    racks = _strings(r, "partition_metadata.racks")
     r.tagged_fields("partition_metadata")
     return PartitionRacks(partition, racks)
 
@@ -586,7 +838,7 @@ def _cg_member_metadata_value(r: Reader, v: int) -> ConsumerGroupMemberMetadataV
     rack_id = r.compact_nullable_string("rack_id")
     client_id = r.compact_string("client_id")
     client_host = r.compact_string("client_host")
-    topics = r.compact_array(lambda r: r.compact_string("subscribed_topic_names[]"), "subscribed_topic_names")
+    topics = _strings(r, "subscribed_topic_names")
     regex = r.compact_nullable_string("subscribed_topic_regex")
     rebalance_timeout = r.int32("rebalance_timeout_ms")
     assignor = r.compact_nullable_string("server_assignor")
@@ -597,11 +849,17 @@ def _cg_member_metadata_value(r: Reader, v: int) -> ConsumerGroupMemberMetadataV
     )
 
 
-def _cg_target_metadata_value(r: Reader, v: int) -> ConsumerGroupTargetAssignmentMetadataValue:
+def _assignment_metadata(r: Reader, name: str) -> tuple[int, int]:
+    """The target assignment's epoch and KIP-1263 timestamp (types 6, 12 and 20 share the layout)."""
     epoch = r.int32("assignment_epoch")
-    tags = r.tagged_fields("ConsumerGroupTargetAssignmentMetadataValue")
-    timestamp = _tagged(tags, 0, lambda t: t.int64("assignment_timestamp"), 0)
-    return ConsumerGroupTargetAssignmentMetadataValue(v, epoch, timestamp)
+    tags = r.tagged_fields(name)
+    return epoch, _tagged(tags, 0, lambda t: t.int64("assignment_timestamp"), 0)
+
+
+def _cg_target_metadata_value(r: Reader, v: int) -> ConsumerGroupTargetAssignmentMetadataValue:
+    return ConsumerGroupTargetAssignmentMetadataValue(
+        v, *_assignment_metadata(r, "ConsumerGroupTargetAssignmentMetadataValue")
+    )
 
 
 def _topic_id_partitions(r: Reader) -> TopicIdPartitions:
@@ -639,11 +897,209 @@ def _cg_current_assignment_value(r: Reader, v: int) -> ConsumerGroupCurrentMembe
 
 
 def _cg_regex_value(r: Reader, v: int) -> ConsumerGroupRegularExpressionValue:
-    topics = r.compact_array(lambda r: r.compact_string("topics[]"), "topics")
+    topics = _strings(r, "topics")
     regex_version = r.int64("version")
     timestamp = r.int64("timestamp")
     r.tagged_fields("ConsumerGroupRegularExpressionValue")
     return ConsumerGroupRegularExpressionValue(v, topics, regex_version, timestamp)
+
+
+# -- share groups ---------------------------------------------------------------------------------------
+
+
+def _share_member_value(r: Reader, v: int) -> ShareGroupMemberMetadataValue:
+    rack_id = r.compact_nullable_string("rack_id")
+    client_id = r.compact_string("client_id")
+    client_host = r.compact_string("client_host")
+    topics = _strings(r, "subscribed_topic_names")
+    r.tagged_fields("ShareGroupMemberMetadataValue")
+    return ShareGroupMemberMetadataValue(v, rack_id, client_id, client_host, topics)
+
+
+def _share_metadata_value(r: Reader, v: int) -> ShareGroupMetadataValue:
+    epoch = r.int32("epoch")
+    metadata_hash = _share_layout_since_4_1(lambda: r.int64("metadata_hash"))
+    r.tagged_fields("ShareGroupMetadataValue")
+    return ShareGroupMetadataValue(v, epoch, metadata_hash)
+
+
+def _share_layout_since_4_1(read: Callable[[], T]) -> T:
+    """4.1 added untagged fields at the same version 0 (share groups were early access in 4.0): bytes that do not
+    fit are damaged or 4.0's, which cannot be told apart, so the counted problem says both."""
+    try:
+        return read()
+    except DecodeError as exc:
+        raise DecodeError(f"{exc} (damaged, or Kafka 4.0's early-access share layout: not decoded)") from None
+
+
+def _share_target_metadata_value(r: Reader, v: int) -> ShareGroupTargetAssignmentMetadataValue:
+    return ShareGroupTargetAssignmentMetadataValue(
+        v, *_assignment_metadata(r, "ShareGroupTargetAssignmentMetadataValue")
+    )
+
+
+def _share_target_member_value(r: Reader, v: int) -> ShareGroupTargetAssignmentMemberValue:
+    tps = r.compact_array(_topic_id_partitions, "topic_partitions", 18)
+    r.tagged_fields("ShareGroupTargetAssignmentMemberValue")
+    return ShareGroupTargetAssignmentMemberValue(v, tps)
+
+
+def _share_current_assignment_value(r: Reader, v: int) -> ShareGroupCurrentMemberAssignmentValue:
+    epoch = r.int32("member_epoch")
+    previous = r.int32("previous_member_epoch")
+    state = r.int8("state")
+    assigned = r.compact_array(_topic_id_partitions, "assigned_partitions", 18)
+    r.tagged_fields("ShareGroupCurrentMemberAssignmentValue")
+    return ShareGroupCurrentMemberAssignmentValue(v, epoch, previous, state, assigned)
+
+
+def _topic_partitions_info(r: Reader) -> TopicPartitionsInfo:
+    topic_id = r.uuid("topic_id")
+    name = r.compact_string("topic_name")
+    partitions = r.compact_int32_array("partitions")
+    r.tagged_fields("topic_partitions_info")
+    return TopicPartitionsInfo(topic_id, name, partitions)
+
+
+def _topic_id_name(r: Reader) -> TopicIdName:
+    topic_id = r.uuid("topic_id")
+    name = r.compact_string("topic_name")
+    r.tagged_fields("topic_info")
+    return TopicIdName(topic_id, name)
+
+
+def _share_state_value(r: Reader, v: int) -> ShareGroupStatePartitionMetadataValue:
+    def read() -> ShareGroupStatePartitionMetadataValue:
+        starting = r.compact_array(_topic_partitions_info, "initializing_topics", 19)
+        initialized = r.compact_array(_topic_partitions_info, "initialized_topics", 19)
+        deleting = r.compact_array(_topic_id_name, "deleting_topics", 18)
+        r.tagged_fields("ShareGroupStatePartitionMetadataValue")
+        r.expect_end("ShareGroupStatePartitionMetadataValue")
+        return ShareGroupStatePartitionMetadataValue(v, starting, initialized, deleting)
+
+    return _share_layout_since_4_1(read)
+
+
+# -- streams groups -------------------------------------------------------------------------------------
+
+
+def _key_value(r: Reader) -> KeyValue:
+    key = r.compact_string("key")
+    value = r.compact_string("value")
+    r.tagged_fields("key_value")
+    return KeyValue(key, value)
+
+
+def _streams_metadata_value(r: Reader, v: int) -> StreamsGroupMetadataValue:
+    epoch = r.int32("epoch")
+    metadata_hash = r.int64("metadata_hash")
+    tags = r.tagged_fields("StreamsGroupMetadataValue")
+    return StreamsGroupMetadataValue(
+        v,
+        epoch,
+        metadata_hash,
+        _tagged(tags, 0, lambda t: t.int32("validated_topology_epoch"), -1),
+        _tagged(tags, 1, lambda t: t.compact_nullable_array(_key_value, "last_assignment_configs", 3), None),
+        _tagged(tags, 2, lambda t: t.int32("stored_description_topology_epoch"), -1),
+        _tagged(tags, 3, lambda t: t.int32("failed_description_topology_epoch"), -1),
+    )
+
+
+def _user_endpoint(r: Reader) -> Endpoint | None:
+    # a nullable struct outside a tagged field: an int8 marker, -1 null, 1 present
+    if r.int8("user_endpoint") < 0:
+        return None
+    host = r.compact_string("user_endpoint.host")
+    port = r.uint16("user_endpoint.port")
+    r.tagged_fields("user_endpoint")
+    return Endpoint(host, port)
+
+
+def _streams_member_value(r: Reader, v: int) -> StreamsGroupMemberMetadataValue:
+    instance_id = r.compact_nullable_string("instance_id")
+    rack_id = r.compact_nullable_string("rack_id")
+    client_id = r.compact_string("client_id")
+    client_host = r.compact_string("client_host")
+    rebalance_timeout = r.int32("rebalance_timeout_ms")
+    topology_epoch = r.int32("topology_epoch")
+    process_id = r.compact_string("process_id")
+    endpoint = _user_endpoint(r)
+    client_tags = r.compact_array(_key_value, "client_tags", 3)
+    r.tagged_fields("StreamsGroupMemberMetadataValue")
+    return StreamsGroupMemberMetadataValue(
+        v, instance_id, rack_id, client_id, client_host, rebalance_timeout, topology_epoch, process_id, endpoint,
+        client_tags,
+    )  # fmt: skip
+
+
+def _streams_target_metadata_value(r: Reader, v: int) -> StreamsGroupTargetAssignmentMetadataValue:
+    return StreamsGroupTargetAssignmentMetadataValue(
+        v, *_assignment_metadata(r, "StreamsGroupTargetAssignmentMetadataValue")
+    )
+
+
+def _task_ids(r: Reader) -> TaskIds:
+    subtopology = r.compact_string("subtopology_id")
+    partitions = r.compact_int32_array("partitions")
+    tags = r.tagged_fields("task_ids")
+    epochs = _tagged(tags, 0, lambda t: t.compact_nullable_int32_array("assignment_epochs"), None)
+    return TaskIds(subtopology, partitions, epochs)
+
+
+def _tasks(r: Reader, name: str) -> tuple[TaskIds, ...]:
+    return r.compact_array(_task_ids, name, 3)
+
+
+def _streams_target_member_value(r: Reader, v: int) -> StreamsGroupTargetAssignmentMemberValue:
+    active, standby, warmup = (_tasks(r, f"{kind}_tasks") for kind in ("active", "standby", "warmup"))
+    r.tagged_fields("StreamsGroupTargetAssignmentMemberValue")
+    return StreamsGroupTargetAssignmentMemberValue(v, active, standby, warmup)
+
+
+def _streams_current_assignment_value(r: Reader, v: int) -> StreamsGroupCurrentMemberAssignmentValue:
+    epoch = r.int32("member_epoch")
+    previous = r.int32("previous_member_epoch")
+    state = r.int8("state")
+    owned = [_tasks(r, f"{kind}_tasks") for kind in ("active", "standby", "warmup")]
+    pending = [_tasks(r, f"{kind}_tasks_pending_revocation") for kind in ("active", "standby", "warmup")]
+    r.tagged_fields("StreamsGroupCurrentMemberAssignmentValue")
+    return StreamsGroupCurrentMemberAssignmentValue(v, epoch, previous, state, *owned, *pending)
+
+
+def _topic_info(r: Reader) -> TopicInfo:
+    name = r.compact_string("topic_info.name")
+    partitions = r.int32("topic_info.partitions")
+    replication = r.int16("topic_info.replication_factor")
+    configs = r.compact_array(_key_value, "topic_info.topic_configs", 3)
+    r.tagged_fields("topic_info")
+    return TopicInfo(name, partitions, replication, configs)
+
+
+def _copartition_group(r: Reader) -> CopartitionGroup:
+    sources = r.compact_int16_array("copartition_groups.source_topics")
+    regexes = r.compact_int16_array("copartition_groups.source_topic_regex")
+    repartition = r.compact_int16_array("copartition_groups.repartition_source_topics")
+    r.tagged_fields("copartition_groups")
+    return CopartitionGroup(sources, regexes, repartition)
+
+
+def _subtopology(r: Reader) -> Subtopology:
+    subtopology_id = r.compact_string("subtopology_id")
+    sources = _strings(r, "source_topics")
+    regexes = _strings(r, "source_topic_regex")
+    changelogs = r.compact_array(_topic_info, "state_changelog_topics", 9)
+    sinks = _strings(r, "repartition_sink_topics")
+    repartition_sources = r.compact_array(_topic_info, "repartition_source_topics", 9)
+    copartition = r.compact_array(_copartition_group, "copartition_groups", 4)
+    r.tagged_fields("subtopologies")
+    return Subtopology(subtopology_id, sources, regexes, changelogs, sinks, repartition_sources, copartition)
+
+
+def _streams_topology_value(r: Reader, v: int) -> StreamsGroupTopologyValue:
+    epoch = r.int32("epoch")
+    subtopologies = r.compact_array(_subtopology, "subtopologies", 8)
+    r.tagged_fields("StreamsGroupTopologyValue")
+    return StreamsGroupTopologyValue(v, epoch, subtopologies)
 
 
 def _fast_offset_value(value: bytes) -> OffsetCommitValue | None:
@@ -680,6 +1136,18 @@ _VALUES: dict[int, tuple[str, int, Callable[[Reader, int], Value]]] = {
     7: ("ConsumerGroupTargetAssignmentMemberValue", 0, _cg_target_member_value),
     8: ("ConsumerGroupCurrentMemberAssignmentValue", 0, _cg_current_assignment_value),
     16: ("ConsumerGroupRegularExpressionValue", 0, _cg_regex_value),
+    10: ("ShareGroupMemberMetadataValue", 0, _share_member_value),
+    11: ("ShareGroupMetadataValue", 0, _share_metadata_value),
+    12: ("ShareGroupTargetAssignmentMetadataValue", 0, _share_target_metadata_value),
+    13: ("ShareGroupTargetAssignmentMemberValue", 0, _share_target_member_value),
+    14: ("ShareGroupCurrentMemberAssignmentValue", 0, _share_current_assignment_value),
+    15: ("ShareGroupStatePartitionMetadataValue", 0, _share_state_value),
+    17: ("StreamsGroupMetadataValue", 0, _streams_metadata_value),
+    19: ("StreamsGroupMemberMetadataValue", 0, _streams_member_value),
+    20: ("StreamsGroupTargetAssignmentMetadataValue", 0, _streams_target_metadata_value),
+    21: ("StreamsGroupTargetAssignmentMemberValue", 0, _streams_target_member_value),
+    22: ("StreamsGroupCurrentMemberAssignmentValue", 0, _streams_current_assignment_value),
+    23: ("StreamsGroupTopologyValue", 0, _streams_topology_value),
 }
 
 

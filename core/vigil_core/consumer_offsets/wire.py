@@ -59,6 +59,9 @@ class Reader:
     def int64(self, name: str) -> int:
         return self._fixed(INT64, name)
 
+    def uint16(self, name: str) -> int:
+        return self._fixed(INT16, name) & 0xFFFF
+
     def uuid(self, name: str) -> bytes:
         """A 16-byte Kafka `Uuid`, kept raw (Kafka prints it as unpadded URL-safe base64)."""
         return self.raw(16, name)
@@ -146,6 +149,12 @@ class Reader:
         count = self._count(self.uvarint(name) - 1, min_item, name)
         return tuple(item(self) for _ in range(count))
 
+    def compact_nullable_array(
+        self, item: Callable[["Reader"], T], name: str, min_item: int = 1
+    ) -> tuple[T, ...] | None:
+        count = self.uvarint(name) - 1
+        return None if count < 0 else tuple(item(self) for _ in range(self._count(count, min_item, name)))
+
     def int32_array(self, name: str) -> tuple[int, ...]:
         return self._int32s(self._count(self.int32(name), 4, name))
 
@@ -155,6 +164,12 @@ class Reader:
     def compact_nullable_int32_array(self, name: str) -> tuple[int, ...] | None:
         count = self.uvarint(name) - 1
         return None if count < 0 else self._int32s(self._count(count, 4, name))
+
+    def compact_int16_array(self, name: str) -> tuple[int, ...]:
+        count = self._count(self.uvarint(name) - 1, 2, name)
+        pos = self.pos
+        self.pos = pos + 2 * count
+        return struct.unpack_from(f">{count}h", self.buf, pos)
 
     def _int32s(self, count: int) -> tuple[int, ...]:
         pos = self.pos

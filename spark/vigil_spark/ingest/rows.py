@@ -1,9 +1,9 @@
 """Pure record → row functions for the Python side of the ingest (no Spark: unit-tested on bytes).
 
-Only the rare records come here: `__consumer_offsets` records that are not offset commits (GroupMetadata,
-KIP-848, unknown or damaged ones: a few per rebalance) and vigil's events. Each function returns a plain dict
-that Spark turns into a struct (`vigil_spark.ingest.offsets.OTHER_RECORD`, `.events.EVENT_ROW`). Times are
-returned as epoch milliseconds / microseconds and turned into timestamps in SQL, so no time zone is guessed.
+Only the rare records come here: `__consumer_offsets` records that are not offset commits (GroupMetadata, KIP-848,
+share and streams groups' records, unknown or damaged ones: a few per rebalance) and vigil's events. Each function
+returns a plain dict that Spark turns into a struct (`vigil_spark.ingest.offsets.OTHER_RECORD`, `.events.EVENT_ROW`).
+Times are returned as epoch milliseconds / microseconds and turned into timestamps in SQL, so no time zone is guessed.
 
 A row carries `problem` when something could not be decoded; `kind` (or `ok`) says whether it still belongs in
 its table. A record is never dropped without a problem saying why.
@@ -21,8 +21,11 @@ from vigil_core.consumer_offsets import records
 GROUP_METADATA: Final = "group_metadata"
 CONSUMER_GROUP: Final = "consumer_group"
 
-#: The KIP-848 record types of `consumer_group_records`.
-CONSUMER_GROUP_TYPES: Final = (3, 4, 5, 6, 7, 8, 16)
+#: The record types of `consumer_group_records`: KIP-848 groups' (3-8, 16), share groups' (10-15) and streams
+#: groups' (17, 19-23). The model reads the KIP-848 ones; the others are kept for SQL and counted, not modelled.
+CONSUMER_GROUP_TYPES: Final = (
+    3, 4, 5, 6, 7, 8, 16, *records.SHARE_GROUP_RECORDS, *records.STREAMS_GROUP_RECORDS
+)  # fmt: skip
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -84,11 +87,16 @@ def _group_metadata(value: records.GroupMetadataValue | records.Tombstone, probl
 
 
 def _epoch(value: object) -> int | None:
-    if isinstance(value, records.ConsumerGroupMetadataValue):
+    if isinstance(value, records.ConsumerGroupMetadataValue | records.ShareGroupMetadataValue
+                  | records.StreamsGroupMetadataValue):  # fmt: skip
         return value.epoch
-    if isinstance(value, records.ConsumerGroupTargetAssignmentMetadataValue):
+    if isinstance(value, records.ConsumerGroupTargetAssignmentMetadataValue
+                  | records.ShareGroupTargetAssignmentMetadataValue
+                  | records.StreamsGroupTargetAssignmentMetadataValue):  # fmt: skip
         return value.assignment_epoch
-    if isinstance(value, records.ConsumerGroupCurrentMemberAssignmentValue):
+    if isinstance(value, records.ConsumerGroupCurrentMemberAssignmentValue
+                  | records.ShareGroupCurrentMemberAssignmentValue
+                  | records.StreamsGroupCurrentMemberAssignmentValue):  # fmt: skip
         return value.member_epoch
     return None
 

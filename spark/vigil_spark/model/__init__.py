@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Final
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
+from vigil_core.consumer_offsets import records
 from vigil_spark import tables
 from vigil_spark.location import Location
 from vigil_spark.model import daily, members, prevented, rebalances, stalls
@@ -36,6 +38,13 @@ def read_broker_log(spark: SparkSession, tables_dir: Location | Path) -> DataFra
     return spark.read.schema(broker_logs.SCHEMA).parquet(str(where)).select(*broker_logs.SCHEMA.fieldNames())
 
 
+def _share_and_streams_groups(consumer_group_records: DataFrame) -> DataFrame:
+    """Groups whose records say share or streams group: the model covers classic and KIP-848 groups, and a share
+    group's coordinator lines ("Bumped group epoch", "fenced") read exactly like a KIP-848 group's."""
+    other = (*records.SHARE_GROUP_RECORDS, *records.STREAMS_GROUP_RECORDS)
+    return consumer_group_records.filter(F.col("record_type").isin(*other)).select("cluster", "group").distinct()
+
+
 def compute(
     group_metadata: DataFrame,
     consumer_group_records: DataFrame,
@@ -43,7 +52,9 @@ def compute(
     broker_log: DataFrame,
 ) -> dict[str, DataFrame]:
     """Every model table from the input frames (pure)."""
-    log = broker_log.filter(broker_log["event"] != broker_logs.UNPARSED)
+    log = broker_log.filter(broker_log["event"] != broker_logs.UNPARSED).join(
+        _share_and_streams_groups(consumer_group_records), ["cluster", "group"], "left_anti"
+    )
     rb = rebalances.rebalances(group_metadata, consumer_group_records, log, vigil_events)
     mb = members.members(group_metadata, consumer_group_records, log)
     st = stalls.stalls(vigil_events)

@@ -94,6 +94,88 @@ def encode_key(k: rec.Key) -> bytes:
     return bytes(w.out)
 
 
+def _kv(w: W, kv: rec.KeyValue) -> None:
+    w.str(kv.key).str(kv.value).tags()
+
+
+def _task(w: W, t: rec.TaskIds) -> None:
+    epochs = None
+    if t.assignment_epochs is not None:  # 4.2+: a nullable []int32 in tag 0 (a member's active tasks)
+        epochs = {0: bytes(W(True).array(t.assignment_epochs, W.i32).out)}
+    w.str(t.subtopology_id).array(t.partitions, W.i32).tags(epochs)
+
+
+def _topic_info(w: W, t: rec.TopicInfo) -> None:
+    w.str(t.name).i32(t.partitions).i16(t.replication_factor).array(t.topic_configs, _kv).tags()
+
+
+def _subtopology(w: W, s: rec.Subtopology) -> None:
+    w.str(s.subtopology_id).array(s.source_topics, W.str).array(s.source_topic_regex, W.str)
+    w.array(s.state_changelog_topics, _topic_info).array(s.repartition_sink_topics, W.str)
+    w.array(s.repartition_source_topics, _topic_info)
+    w.array(s.copartition_groups, lambda w, g: w.array(g.source_topics, W.i16).array(g.source_topic_regex, W.i16)
+            .array(g.repartition_source_topics, W.i16).tags())  # fmt: skip
+    w.tags()
+
+
+def _int32_tag(value: int, default: int) -> bytes | None:
+    return None if value == default else struct.pack(">i", value)
+
+
+def encode_share_or_streams_value(v: Any) -> W | None:  # noqa: PLR0911, PLR0912 - one branch per schema, on purpose
+    """Types 10-15 and 17, 19-23 (all flexible, version 0); None for another value."""
+    if isinstance(v, rec.ShareGroupMemberMetadataValue):
+        w = W(True).i16(v.version).str(v.rack_id).str(v.client_id).str(v.client_host)
+        return w.array(v.subscribed_topic_names, W.str).tags()
+    if isinstance(v, rec.ShareGroupMetadataValue):
+        w = W(True).i16(v.version).i32(v.epoch)
+        return w.i64(v.metadata_hash).tags()
+    if isinstance(v, rec.ShareGroupTargetAssignmentMetadataValue | rec.StreamsGroupTargetAssignmentMetadataValue):
+        stamp = {0: struct.pack(">q", v.assignment_timestamp)} if v.assignment_timestamp else None
+        return W(True).i16(v.version).i32(v.assignment_epoch).tags(stamp)
+    if isinstance(v, rec.ShareGroupTargetAssignmentMemberValue):
+        return W(True).i16(v.version).array(v.topic_partitions, _tip).tags()
+    if isinstance(v, rec.ShareGroupCurrentMemberAssignmentValue):
+        w = W(True).i16(v.version).i32(v.member_epoch).i32(v.previous_member_epoch).i8(v.state)
+        return w.array(v.assigned_partitions, _tip).tags()
+    if isinstance(v, rec.ShareGroupStatePartitionMetadataValue):
+
+        def info(w: W, t: rec.TopicPartitionsInfo) -> None:
+            w.raw(t.topic_id).str(t.topic_name).array(t.partitions, W.i32).tags()
+
+        w = W(True).i16(v.version).array(v.initializing_topics, info).array(v.initialized_topics, info)
+        return w.array(v.deleting_topics, lambda w, t: w.raw(t.topic_id).str(t.topic_name).tags()).tags()
+    if isinstance(v, rec.StreamsGroupMetadataValue):
+        tags = {
+            0: _int32_tag(v.validated_topology_epoch, -1),
+            1: None if v.last_assignment_configs is None else bytes(W(True).array(v.last_assignment_configs, _kv).out),
+            2: _int32_tag(v.stored_description_topology_epoch, -1),
+            3: _int32_tag(v.failed_description_topology_epoch, -1),
+        }
+        present = {tag: payload for tag, payload in tags.items() if payload is not None}
+        return W(True).i16(v.version).i32(v.epoch).i64(v.metadata_hash).tags(present)
+    if isinstance(v, rec.StreamsGroupMemberMetadataValue):
+        w = W(True).i16(v.version).str(v.instance_id).str(v.rack_id).str(v.client_id).str(v.client_host)
+        w.i32(v.rebalance_timeout_ms).i32(v.topology_epoch).str(v.process_id)
+        if v.user_endpoint is None:
+            w.i8(-1)
+        else:
+            w.i8(1).str(v.user_endpoint.host).raw(struct.pack(">H", v.user_endpoint.port)).tags()
+        return w.array(v.client_tags, _kv).tags()
+    if isinstance(v, rec.StreamsGroupTargetAssignmentMemberValue):
+        w = W(True).i16(v.version)
+        return w.array(v.active_tasks, _task).array(v.standby_tasks, _task).array(v.warmup_tasks, _task).tags()
+    if isinstance(v, rec.StreamsGroupCurrentMemberAssignmentValue):
+        w = W(True).i16(v.version).i32(v.member_epoch).i32(v.previous_member_epoch).i8(v.state)
+        for tasks in (v.active_tasks, v.standby_tasks, v.warmup_tasks, v.active_tasks_pending_revocation,
+                      v.standby_tasks_pending_revocation, v.warmup_tasks_pending_revocation):  # fmt: skip
+            w.array(tasks, _task)
+        return w.tags()
+    if isinstance(v, rec.StreamsGroupTopologyValue):
+        return W(True).i16(v.version).i32(v.epoch).array(v.subtopologies, _subtopology).tags()
+    return None
+
+
 def _tip(w: W, tp: rec.TopicIdPartitions) -> None:
     epochs = None
     if tp.assignment_epochs is not None:  # KIP-1251, 4.4: a nullable []int32 in tag 0
@@ -102,6 +184,8 @@ def _tip(w: W, tp: rec.TopicIdPartitions) -> None:
 
 
 def encode_value(v: rec.Value) -> bytes:  # noqa: PLR0912 - one branch per schema, on purpose
+    if (other := encode_share_or_streams_value(v)) is not None:
+        return bytes(other.out)
     if isinstance(v, rec.OffsetCommitValue):
         w = W(v.version >= 4).i16(v.version).i64(v.offset)
         if v.version >= 3:
@@ -286,6 +370,78 @@ def _gm(version: int) -> rec.GroupMetadataValue:
     return rec.GroupMetadataValue(version, "consumer", 3, "range", "m-1", members, 5 if version >= 2 else -1)
 
 
+TASKS = (rec.TaskIds("0", (0, 1), (4, 5)), rec.TaskIds("1", (2,)))
+TOPIC_INFO = rec.TopicInfo("app-store-changelog", 2, 3, (rec.KeyValue("cleanup.policy", "compact"),))
+HASH = -6_010_383_914_487_409_408
+SHARE_AND_STREAMS_SAMPLES: list[tuple[rec.Key, rec.Value]] = [
+    (rec.MemberRecordKey("s", "m", 10), rec.ShareGroupMemberMetadataValue(0, None, "c", "h", ("t1", "t2"))),
+    (rec.GroupRecordKey("s", 11), rec.ShareGroupMetadataValue(0, 3, HASH)),
+    (rec.GroupRecordKey("s", 12), rec.ShareGroupTargetAssignmentMetadataValue(0, 3, 1795721708535)),
+    (
+        rec.MemberRecordKey("s", "m", 13),
+        rec.ShareGroupTargetAssignmentMemberValue(0, (rec.TopicIdPartitions(TOPIC_ID, (0, 1)),)),
+    ),
+    (
+        rec.MemberRecordKey("s", "m", 14),
+        rec.ShareGroupCurrentMemberAssignmentValue(0, 3, 2, 0, (rec.TopicIdPartitions(TOPIC_ID, (0,)),)),
+    ),
+    (
+        rec.GroupRecordKey("s", 15),
+        rec.ShareGroupStatePartitionMetadataValue(
+            0,
+            (rec.TopicPartitionsInfo(TOPIC_ID, "t1", (0,)),),
+            (rec.TopicPartitionsInfo(TOPIC_ID, "t2", (0, 1)),),
+            (rec.TopicIdName(TOPIC_ID, "t3"),),
+        ),
+    ),
+    (rec.GroupRecordKey("a", 17), rec.StreamsGroupMetadataValue(0, 4, HASH)),  # 4.1
+    (
+        rec.GroupRecordKey("a", 17),
+        rec.StreamsGroupMetadataValue(0, 4, HASH, 2, (rec.KeyValue("num.standby.replicas", "0"),), -2, 1),  # 4.4
+    ),
+    (
+        rec.MemberRecordKey("a", "m", 19),
+        rec.StreamsGroupMemberMetadataValue(
+            0,
+            "app-1",
+            None,
+            "c",
+            "/127.0.0.1",
+            300000,
+            1,
+            "p-1",
+            rec.Endpoint("app-1.app", 65535),
+            (rec.KeyValue("az", "a"),),
+        ),
+    ),
+    (
+        rec.MemberRecordKey("a", "m", 19),
+        rec.StreamsGroupMemberMetadataValue(0, None, "r", "c", "h", -1, 1, "p", None, ()),
+    ),
+    (rec.GroupRecordKey("a", 20), rec.StreamsGroupTargetAssignmentMetadataValue(0, 4)),
+    (rec.MemberRecordKey("a", "m", 21), rec.StreamsGroupTargetAssignmentMemberValue(0, TASKS[1:], TASKS[1:], ())),
+    (
+        rec.MemberRecordKey("a", "m", 22),
+        rec.StreamsGroupCurrentMemberAssignmentValue(0, 4, 3, 1, TASKS, (), TASKS[1:], (), TASKS[1:], ()),
+    ),
+    (
+        rec.MemberRecordKey("a", "m", 22),  # a static member's temporary leave (4.4)
+        rec.StreamsGroupCurrentMemberAssignmentValue(0, -2, 4, 1, TASKS, (), (), (), (), ()),
+    ),
+    (
+        rec.GroupRecordKey("a", 23),
+        rec.StreamsGroupTopologyValue(
+            0,
+            1,
+            (
+                rec.Subtopology(
+                    "0", ("in",), (), (TOPIC_INFO,), ("app-repartition",), (), (rec.CopartitionGroup((0,), (), (1, 2)),)
+                ),
+            ),
+        ),
+    ),
+]
+
 SAMPLES: list[tuple[rec.Key, rec.Value]] = [
     (rec.OffsetCommitKey("g", "t", 0, 0), rec.OffsetCommitValue(0, 1, "", 10)),
     (rec.OffsetCommitKey("g", "t", 0), rec.OffsetCommitValue(1, 1, "m", 10, expire_timestamp=20)),
@@ -326,6 +482,7 @@ SAMPLES: list[tuple[rec.Key, rec.Value]] = [
         ),
     ),
     (rec.ConsumerGroupRegularExpressionKey("g", "t.*"), rec.ConsumerGroupRegularExpressionValue(0, ("t1",), 3, 77)),
+    *SHARE_AND_STREAMS_SAMPLES,
 ]
 IDS = [f"{type(v).__name__}-v{v.version}-{i}" for i, (_, v) in enumerate(SAMPLES)]
 
@@ -391,38 +548,41 @@ def test_unknown_record_types(key: bytes, value: bytes | None, expected: rec.Unk
     assert rec.decode_value(k, None) == rec.Tombstone(expected.record_type)  # a tombstone needs no schema
 
 
-@pytest.mark.parametrize(
-    ("key", "kind", "name"),
-    [
-        (b"\x00\x0a\x00\x05share\x00\x02m1", "a share group's", "ShareGroupMemberMetadata"),
-        (b"\x00\x0b\x00\x05share", "a share group's", "ShareGroupMetadata"),
-        (b"\x00\x09\x00\x05share", "a share group's", "ShareGroupPartitionMetadata"),
-        (b"\x00\x11\x00\x05share", "a streams group's", "StreamsGroupMetadata"),
-        (b"\x00\x17\x00\x05share", "a streams group's", "StreamsGroupTopology"),
-    ],
-)
-def test_share_and_streams_records_are_named_with_their_group(key: bytes, kind: str, name: str) -> None:
-    record_type = int.from_bytes(key[:2], "big")
-    k, v = rec.decode_record(key, b"\x00\x00\x01")
-    assert k == rec.Unknown(record_type, None, f"{name}, {kind} record of group 'share': not decoded (the report "
-                                               "models consumer groups)")  # fmt: skip
+def test_an_early_access_share_record_of_kafka_4_0_is_named_with_its_group() -> None:
+    k, v = rec.decode_record(b"\x00\x09\x00\x05share", b"\x00\x00\x01")
+    assert k == rec.Unknown(9, None, "ShareGroupPartitionMetadata, an early-access (Kafka 4.0) share group's record of "
+                                     "group 'share': not decoded")  # fmt: skip
     assert isinstance(v, rec.Unknown)
-    assert v.reason.startswith(f"{name}, {kind} record: not decoded")
-    assert rec.decode_value(k, None) == rec.Tombstone(record_type)
+    assert v.reason.startswith("ShareGroupPartitionMetadata, an early-access (Kafka 4.0) share group's record: not")
+    assert rec.decode_value(k, None) == rec.Tombstone(9)
 
 
-def test_a_share_or_streams_key_whose_group_is_cut_is_corrupt() -> None:
-    assert rec.decode_key(b"\x00\x11\x00\x09g") == rec.Corrupt("key: group: needs 9 bytes at offset 4, 1 left")
+@pytest.mark.parametrize("record_type", sorted(rec.SHARE_GROUP_RECORDS | rec.STREAMS_GROUP_RECORDS))
+def test_a_share_or_streams_key_whose_group_is_cut_is_corrupt(record_type: int) -> None:
+    key = record_type.to_bytes(2, "big") + b"\x00\x09g"
+    assert rec.decode_key(key) == rec.Corrupt("key: group: needs 9 bytes at offset 4, 1 left")
 
 
 @given(st.sampled_from(sorted(rec.NOT_DECODED)), st.text(max_size=40), st.binary(max_size=64))
-def test_a_share_or_streams_record_never_raises_and_names_its_group(record_type: int, group: str, rest: bytes) -> None:
+def test_an_undecoded_record_never_raises_and_names_its_group(record_type: int, group: str, rest: bytes) -> None:
     encoded = group.encode()
     key = record_type.to_bytes(2, "big") + len(encoded).to_bytes(2, "big") + encoded + rest
     k, _ = rec.decode_record(key, rest or None)
     assert isinstance(k, rec.Unknown)
     assert rec.NOT_DECODED[record_type] in k.reason
     assert repr(group) in k.reason
+
+
+def test_a_share_record_in_kafka_4_0s_early_access_layout_is_counted_as_such() -> None:
+    """4.1 added untagged fields to two share records at the same version 0: 4.0's bytes do not fit, and say so."""
+    assert rec.decode_value(11, bytes(W(True).i16(0).i32(3).tags().out)) == rec.Corrupt(
+        "ShareGroupMetadataValue v0: metadata_hash: needs 8 bytes at offset 6, 1 left (damaged, or Kafka 4.0's "
+        "early-access share layout: not decoded)"
+    )
+    v40 = W(True).i16(0).array([(TOPIC_ID, "t", (0,))], lambda w, t: w.raw(t[0]).str(t[1]).array(t[2], W.i32).tags())
+    got = rec.decode_value(15, bytes(v40.uvarint(1).tags().out))  # [initialized][deleting]
+    assert isinstance(got, rec.Corrupt)
+    assert got.reason.endswith("(damaged, or Kafka 4.0's early-access share layout: not decoded)")
 
 
 def test_unknown_value_versions() -> None:
@@ -515,6 +675,59 @@ def subscriptions(draw: st.DrawFn) -> rec.ConsumerProtocolSubscription:
 
 
 v0 = st.just(0)
+kvs = tup(st.builds(rec.KeyValue, text, text))
+i16s = tup(st.integers(-(2**15), 2**15 - 1))
+share_values = st.one_of(
+    st.builds(rec.ShareGroupMemberMetadataValue, v0, ntext, text, text, tup(text)),
+    st.builds(rec.ShareGroupMetadataValue, v0, i32, i64),
+    st.builds(rec.ShareGroupTargetAssignmentMetadataValue, v0, i32, i64),
+    st.builds(rec.ShareGroupTargetAssignmentMemberValue, v0, tup(tips)),
+    st.builds(rec.ShareGroupCurrentMemberAssignmentValue, v0, i32, i32, i8, tup(tips)),
+    st.builds(
+        rec.ShareGroupStatePartitionMetadataValue,
+        v0,
+        tup(st.builds(rec.TopicPartitionsInfo, uuid16, text, tup(i32))),
+        tup(st.builds(rec.TopicPartitionsInfo, uuid16, text, tup(i32))),
+        tup(st.builds(rec.TopicIdName, uuid16, text)),
+    ),
+)
+tasks = tup(st.builds(rec.TaskIds, text, tup(i32), st.none() | tup(i32)))
+streams_values = st.one_of(
+    st.builds(rec.StreamsGroupMetadataValue, v0, i32, i64, i32, st.none() | kvs, i32, i32),
+    st.builds(
+        rec.StreamsGroupMemberMetadataValue,
+        v0,
+        ntext,
+        ntext,
+        text,
+        text,
+        i32,
+        i32,
+        text,
+        st.none() | st.builds(rec.Endpoint, text, st.integers(0, 2**16 - 1)),
+        kvs,
+    ),
+    st.builds(rec.StreamsGroupTargetAssignmentMetadataValue, v0, i32, i64),
+    st.builds(rec.StreamsGroupTargetAssignmentMemberValue, v0, tasks, tasks, tasks),
+    st.builds(rec.StreamsGroupCurrentMemberAssignmentValue, v0, i32, i32, i8, tasks, tasks, tasks, tasks, tasks, tasks),
+    st.builds(
+        rec.StreamsGroupTopologyValue,
+        v0,
+        i32,
+        tup(
+            st.builds(
+                rec.Subtopology,
+                text,
+                tup(text),
+                tup(text),
+                tup(st.builds(rec.TopicInfo, text, i32, st.integers(-(2**15), 2**15 - 1), kvs)),
+                tup(text),
+                tup(st.builds(rec.TopicInfo, text, i32, st.integers(-(2**15), 2**15 - 1), kvs)),
+                tup(st.builds(rec.CopartitionGroup, i16s, i16s, i16s)),
+            )
+        ),
+    ),
+)
 values = st.one_of(
     offset_values(),
     group_values(),
@@ -542,8 +755,10 @@ values = st.one_of(
     st.builds(rec.ConsumerGroupTargetAssignmentMemberValue, v0, tup(tips)),
     st.builds(rec.ConsumerGroupCurrentMemberAssignmentValue, v0, i32, i32, i8, tup(tips), tup(tips)),
     st.builds(rec.ConsumerGroupRegularExpressionValue, v0, tup(text), i64, i64),
+    share_values,
+    streams_values,
 )
-VALUE_TYPE = {type(v): k.record_type for k, v in SAMPLES}
+VALUE_TYPE = {type(v): k.record_type for k, v in SAMPLES}  # 12 and 20 share a layout, not a class
 keys = st.one_of(
     st.builds(rec.OffsetCommitKey, text, text, i32, st.sampled_from([0, 1])),
     *[st.builds(cls, text) for cls in (rec.GroupMetadataKey, rec.ConsumerGroupMetadataKey)],
@@ -560,6 +775,8 @@ keys = st.one_of(
             rec.ConsumerGroupRegularExpressionKey,
         )
     ],
+    st.builds(rec.GroupRecordKey, text, st.sampled_from([11, 12, 15, 17, 20, 23])),
+    st.builds(rec.MemberRecordKey, text, text, st.sampled_from([10, 13, 14, 19, 21, 22])),
 )
 
 
@@ -582,7 +799,7 @@ def test_consumer_protocol_round_trip(
     assert rec.decode_assignment(encode_assignment(asg)) == asg
 
 
-@given(st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7, 8, 16]), st.binary(max_size=64), st.binary(max_size=64))
+@given(st.sampled_from([*range(9), *range(10, 18), *range(19, 24)]), st.binary(max_size=64), st.binary(max_size=64))
 def test_garbage_never_raises(record_type: int, key: bytes, value: bytes) -> None:
     k = rec.decode_key(struct.pack(">h", record_type) + key)
     assert isinstance(k, rec.Corrupt | rec.Unknown) or k.record_type == record_type

@@ -74,6 +74,28 @@ def test_kip848_records_keep_their_epoch_and_json(what: str, record_type: int, e
     assert (cg["member_id"] is not None) == (record_type in (5, 7, 8))
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "member_id", "epoch"),
+    [
+        # StreamsGroupMetadata of group "g": epoch 7, a metadata hash, no tags
+        ("0011000167", "0000" + "00000007" + "0000000000000063" + "00", None, 7),
+        # StreamsGroupCurrentMemberAssignment of ("g", "m"): epoch -2 (a static member's temporary leave), STABLE
+        ("00160001670001" + "6d", "0000" + "fffffffe" + "00000004" + "01" + "01" * 6 + "00", "m", -2),
+        # ShareGroupMemberMetadata of ("g", "m"): no epoch of its own
+        ("000a0001670001" + "6d", "0000" + "00" + "0263" + "0268" + "01" + "00", "m", None),
+    ],
+)
+def test_share_and_streams_records_go_to_the_same_table_with_their_epoch(
+    key: str, value: str, member_id: str | None, epoch: int | None
+) -> None:
+    """Kept with their type for SQL (the model covers KIP-848 and classic groups); not problems."""
+    row = rows.other_record(bytes.fromhex(key), bytes.fromhex(value))
+    assert (row["kind"], row["group"], row["problem"]) == ("consumer_group", "g", None)
+    cg = row["consumer_group"]
+    assert (cg["record_type"], cg["member_id"], cg["epoch"]) == (int(key[:4], 16), member_id, epoch)
+    assert json.loads(cg["record_json"])["version"] == 0
+
+
 def test_topic_ids_are_written_as_kafka_prints_them() -> None:
     cg = rows.other_record(*real("kip848-ConsumerGroupTargetAssignmentMemberValue-v0-o23"))["consumer_group"]
     topic_id = json.loads(cg["record_json"])["topic_partitions"][0]["topic_id"]
@@ -112,7 +134,12 @@ def test_a_group_metadata_tombstone() -> None:
     [
         (None, b"\x00\x00", "key: null"),
         (b"\x00", b"\x00\x00", "key: key.type: needs 2 bytes at offset 0, 1 left"),
-        (b"\x00\x11\x00\x01g", b"\x00\x00", "record type 17: StreamsGroupMetadata, a streams group's record of group"),
+        (
+            b"\x00\x09\x00\x01g",
+            b"\x00\x00",
+            "record type 9: ShareGroupPartitionMetadata, an early-access (Kafka 4.0) share",
+        ),
+        (b"\x00\x11\x00\x01g", b"\x00\x00", "StreamsGroupMetadataValue v0: epoch: needs 4 bytes"),
         (b"\x00\x18\x00\x01g", b"\x00\x00", "record type 24: unknown record type"),
         (bytes.fromhex("0002000167"), b"\x00\x09", "record type 2: GroupMetadataValue version 9 not known (0-4)"),
         (bytes.fromhex("0002000167"), b"\x00\x03\x00", "GroupMetadataValue v3: protocol_type"),
