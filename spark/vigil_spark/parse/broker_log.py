@@ -63,8 +63,19 @@ EVENTS: Final[Mapping[str, str]] = {
     "consumer-member-temporarily-left": "A static member left with epoch -2 (keeps its assignment).",
     "consumer-member-fenced": "The coordinator fenced a KIP-848 member: `reason` says why (session expired, "
     "rebalance timeout, ...).",
-    "target-assignment-computed": "A new KIP-848 target assignment: `generation` = epoch, `reason` = assignor.",
+    "target-assignment-computed": "A new KIP-848 target assignment: `generation` = epoch, `reason` = assignor "
+    "(share and streams groups log the same line).",
+    # share groups (KIP-932) and streams groups (KIP-1071), 4.x: named so that the model leaves their groups out
+    "share-member-joined": "A member joined a share group: `member_id`.",
+    "share-member-left": "A member left a share group: `member_id`.",
+    "streams-member-joined": "A member joined a streams group: `member_id`, `instance_id` if static (4.4).",
+    "streams-member-left": "A member left a streams group: `member_id`, `instance_id` if static.",
+    "streams-epoch-bumped": "A streams group's rebalance: `generation` is the new group epoch.",
+    "streams-member-fenced": "The coordinator fenced a streams member: `reason` says why.",
 }
+
+#: The events that name a share or streams group (a share group's other lines read like a KIP-848 group's).
+SHARE_AND_STREAMS_EVENTS: Final = tuple(e for e in EVENTS if e.startswith(("share-", "streams-")))
 
 #: The causes the model reports for a rebalance (closed vocabulary).
 CAUSES: Final = (
@@ -305,6 +316,41 @@ _TEMPLATES: Final[tuple[tuple[str, str], ...]] = (
     (
         "consumer-member-fenced",
         rf"^\[GroupId {_G}\] Member (?P<member_id>.+?) fenced from the group because (?P<reason>.*?)\.*$",
+    ),
+    (
+        "share-member-joined",
+        rf"^\[GroupId {_G}\] Member (?P<member_id>.+?) joins the share group using the share "
+        r"protocol\.$",
+    ),
+    ("share-member-left", rf"^\[GroupId {_G}\] Member (?P<member_id>.+?) left the share group\.$"),
+    (
+        "streams-member-joined",
+        rf"^\[GroupId {_G}\]\[MemberId (?P<member_id>[^\]]+)\] Member joins the streams group\.$",
+    ),
+    (
+        "streams-member-joined",
+        rf"^\[GroupId {_G}\]\[MemberId [^\]]+\] Static member (?P<member_id>.+?) with instance id "
+        r"(?P<instance_id>.+?) joins the streams group\.$",
+    ),
+    (
+        "streams-member-joined",
+        rf"^\[GroupId {_G}\]\[MemberId [^\]]+\] Static member with instance id (?P<instance_id>.+?) re-joins the "
+        r"streams group using the streams protocol\. Created a new member (?P<member_id>.+?) to replace the existing "
+        r"member .+\.$",
+    ),
+    (
+        "streams-member-left",
+        rf"^\[GroupId {_G}\]\[MemberId [^\]]+\] (?:Static member|Member) (?P<member_id>.+?)"
+        r"(?: with instance id (?P<instance_id>.+?))? (?:temporarily )?left the streams group\.$",
+    ),
+    (
+        "streams-epoch-bumped",
+        rf"^\[GroupId {_G}\]\[MemberId [^\]]+\] Bumped streams group epoch to {_GEN} with metadata hash -?\d+ "
+        r"and validated topic epoch -?\d+\.$",
+    ),
+    (
+        "streams-member-fenced",
+        rf"^\[GroupId {_G}\] Streams member (?P<member_id>.+?) fenced from the group because (?P<reason>.*?)\.*$",
     ),
     (
         "target-assignment-computed",

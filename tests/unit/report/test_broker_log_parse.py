@@ -242,6 +242,50 @@ SOURCE_39: list[tuple[str, dict[str, Any]]] = [
         f"group using the classic protocol.{GMM}",
         {"event": "consumer-member-joined", "member_id": "qZ6", "instance_id": "pod-3", "reason": "classic"},
     ),
+    # share and streams groups (4.4.0, real lines of test_kafka_formatters' broker)
+    (
+        f"[2026-11-27 18:25:46,107] INFO {P3}[GroupId g-fmtshare-028b163846] Member 4Q9MWg73TMKdtwHK/O1ciQ joins the "
+        f"share group using the share protocol.{GMM}",
+        {"event": "share-member-joined", "group": "g-fmtshare-028b163846", "member_id": "4Q9MWg73TMKdtwHK/O1ciQ"},
+    ),
+    (
+        f"[2026-11-27 18:25:47,107] INFO {P3}[GroupId g-fmtshare-028b163846] Member 4Q9MWg73TMKdtwHK/O1ciQ left the "
+        f"share group.{GMM}",
+        {"event": "share-member-left", "group": "g-fmtshare-028b163846", "member_id": "4Q9MWg73TMKdtwHK/O1ciQ"},
+    ),
+    (
+        f"[2026-11-27 18:25:48,107] INFO {P3}[GroupId g-fmtstreams-8f80c014f4][MemberId zOyKK1drTW2zqsDnJBjTBg] "
+        f"Member joins the streams group.{GMM}",
+        {"event": "streams-member-joined", "group": "g-fmtstreams-8f80c014f4", "member_id": "zOyKK1drTW2zqsDnJBjTBg"},
+    ),
+    (
+        f"[2026-11-27 18:25:49,107] INFO {P3}[GroupId g-fmtstreams-8f80c014f4][MemberId zOyKK1drTW2zqsDnJBjTBg] "
+        f"Bumped streams group epoch to 2 with metadata hash 4663757555955423538 and validated topic epoch 0.{GMM}",
+        {"event": "streams-epoch-bumped", "group": "g-fmtstreams-8f80c014f4", "generation": 2},
+    ),
+    (
+        f"[2026-11-27 18:25:50,107] INFO {P3}[GroupId g-fmtstreams-8f80c014f4][MemberId zOyKK1drTW2zqsDnJBjTBg] "
+        f"Member zOyKK1drTW2zqsDnJBjTBg left the streams group.{GMM}",
+        {"event": "streams-member-left", "group": "g-fmtstreams-8f80c014f4", "member_id": "zOyKK1drTW2zqsDnJBjTBg",
+         "instance_id": None},
+    ),
+    # ... and from the 4.4 source (GroupMetadataManager.java): static streams members, a fenced one
+    (
+        f"[2026-11-27 18:25:51,107] INFO {P3}[GroupId app][MemberId m2] Static member m2 with instance id pod-1 "
+        f"temporarily left the streams group.{GMM}",
+        {"event": "streams-member-left", "group": "app", "member_id": "m2", "instance_id": "pod-1"},
+    ),
+    (
+        f"[2026-11-27 18:25:52,107] INFO {P3}[GroupId app][MemberId m3] Static member with instance id pod-1 "
+        f"re-joins the streams group using the streams protocol. Created a new member m3 to replace the existing "
+        f"member m2.{GMM}",
+        {"event": "streams-member-joined", "group": "app", "member_id": "m3", "instance_id": "pod-1"},
+    ),
+    (
+        f"[2026-11-27 18:25:53,107] INFO {P3}[GroupId app] Streams member m3 fenced from the group because the "
+        f"member session expired..{GMM}",
+        {"event": "streams-member-fenced", "group": "app", "member_id": "m3", "reason": "the member session expired"},
+    ),
 ]  # fmt: skip
 
 

@@ -356,14 +356,19 @@ def test_build_reads_optional_tables_and_writes_parquet_and_json(spark: SparkSes
     assert [(r["generation"], r["cause"]) for r in written] == [(1, "joined")]
 
 
-@pytest.mark.parametrize(("record_type", "modelled"), [(11, False), (17, False), (3, True)])
+@pytest.mark.parametrize(
+    ("record_type", "joined", "modelled"),
+    [(11, "consumer-member-joined", False), (None, "share-member-joined", False),
+     (None, "consumer-member-joined", True)],
+)  # fmt: skip
 def test_a_share_or_streams_group_s_log_lines_are_not_read_as_a_kip848_group_s(
-    spark: SparkSession, record_type: int, modelled: bool
+    spark: SparkSession, record_type: int | None, joined: str, modelled: bool
 ) -> None:
-    """A share group's coordinator lines are word for word a KIP-848 group's: the group's records tell them apart."""
+    """A share group's coordinator lines are word for word a KIP-848 group's, but for its members' joins and leaves:
+    the group's records or those lines tell them apart."""
     g = "g-share"
     logs = [
-        log("consumer-member-joined", g, 10.0, member_id="a", reason="consumer"),
+        log(joined, g, 10.0, member_id="a", reason="consumer"),
         log("epoch-bumped", g, 10.001, generation=1),
         log("consumer-member-fenced", g, 30.0, member_id="a", reason="the member session expired"),
         log("epoch-bumped", g, 30.0, generation=2),
@@ -372,7 +377,7 @@ def test_a_share_or_streams_group_s_log_lines_are_not_read_as_a_kip848_group_s(
              "record_type": record_type, "tombstone": False, "epoch": 1, "record_json": "{}"}  # fmt: skip
     out = model.compute(
         frame(spark, [], "group_metadata"),
-        frame(spark, [epoch], "consumer_group_records"),
+        frame(spark, [epoch] if record_type is not None else [], "consumer_group_records"),
         frame(spark, [], "vigil_events"),
         frame(spark, logs, "broker_log"),
     )
