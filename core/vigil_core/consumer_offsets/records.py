@@ -1,13 +1,13 @@
 """`__consumer_offsets` keys and values as frozen dataclasses (schemas of Kafka 3.9–4.4).
 
-Key = int16 record type (Kafka calls it the key "version") + a non-flexible key struct. Value = int16
-value version + the value struct (flexible from OffsetCommitValue/GroupMetadataValue v4 and for every KIP-848,
-share and streams record); a null value is a tombstone. Field defaults are Kafka's own for fields a version lacks, so a
-decoded record compares equal whatever version carried it.
+Key = int16 record type (Kafka calls it the key "version") + a non-flexible key struct. Value = int16 value version
++ the value struct (flexible from OffsetCommitValue/GroupMetadataValue v4 and for every KIP-848, share and streams
+record); a null value is a tombstone. Field defaults are Kafka's own for fields a version lacks, so a decoded record
+compares equal whatever version carried it.
 
-Nothing here raises on input: record types or versions this module does not know become `Unknown`
-(4.0's early-access share type 9, named with its group; future types and versions) and bytes that do not fit the
-schema become `Corrupt` naming the field — the report counts both.
+Nothing here raises on input: record types or versions this module does not know become `Unknown` (4.0's
+early-access share type 9, named with its group; future types and versions) and bytes that do not fit the schema
+become `Corrupt` naming the field — the report counts both.
 """
 
 import struct
