@@ -159,12 +159,22 @@ def test_a_stalled_streams_group_member_is_restarted_never_removed(
              instance_id="pod-a-1")  # fmt: skip
     conn, sidecar, client = kafka.connection(), p.sidecar, p.client
     member = p.joined()
-    # the progress signal judges commits: first some, on both partitions (a member that never committed is
-    # progress unknown, an alert)
-    clients.produce_spread(conn, p.source, ["first-0", "first-1"], PARTITIONS)
+    # the progress signal judges commits it saw move (a member never seen committing is progress unknown, an
+    # alert): a round of commits on both partitions, a full check of the sidecar after it, then a second round,
+    # which that check's sample proves a move (the first may come before the sidecar sampled pod-a's new task)
     inputs = [TopicPartitionRef(p.source, i) for i in range(PARTITIONS)]
-    wait_for(lambda: client.committed_offsets(p.group), lambda c: c == client.end_offsets(inputs), timeout=60,
-             what="both instances committed what they processed")  # fmt: skip
+    fetches = 'vigil_sidecar_broker_requests_total{api="OffsetFetch",outcome="NONE"}'
+
+    def commit_round(name: str) -> None:
+        clients.produce_spread(conn, p.source, [f"{name}-0", f"{name}-1"], PARTITIONS)
+        wait_for(lambda: client.committed_offsets(p.group), lambda c: c == client.end_offsets(inputs), timeout=60,
+                 what=f"both instances committed what they processed ({name} round)")  # fmt: skip
+        before = sidecar.metric(fetches)
+        wait_for(lambda: sidecar.metric(fetches), lambda n: n >= before + 2, timeout=bound(3 * CHECK, slack=10),
+                 what="a whole progress check of the sidecar after those commits")  # fmt: skip
+
+    commit_round("first")
+    commit_round("second")
     p.stalling.stall()
     clients.produce_spread(conn, p.source, [f"r{i}" for i in range(10)], PARTITIONS)
     p.stalling.wait_event(lambda e: e["event"] == "stalled", timeout=30, what="pod-a's stream thread stuck")
