@@ -758,7 +758,7 @@ values = st.one_of(
     share_values,
     streams_values,
 )
-VALUE_TYPE = {type(v): k.record_type for k, v in SAMPLES}  # 12 and 20 share a layout, not a class
+VALUE_TYPE = {type(v): k.record_type for k, v in SAMPLES}
 keys = st.one_of(
     st.builds(rec.OffsetCommitKey, text, text, i32, st.sampled_from([0, 1])),
     *[st.builds(cls, text) for cls in (rec.GroupMetadataKey, rec.ConsumerGroupMetadataKey)],
