@@ -1,4 +1,8 @@
-"""`rebalances`: one row per rebalance of every group (classic generation or KIP-848 group epoch).
+"""`rebalances`: one row per rebalance of every group (classic generation, KIP-848 or streams group epoch).
+
+Streams groups (KIP-1071) are read exactly as KIP-848 groups below, from their own record types (17, 19, 22
+for 3, 5, 8), their `Bumped streams group epoch` and `streams-member-*` lines, and active tasks pending
+revocation for partitions (`consumer.STREAMS`); share groups are not modelled.
 
 Counting. Rebalances are counted from DIFFERENCES of generation numbers (classic: GroupMetadata records and
 the broker's `Stabilized`/`is now empty` lines; KIP-848: ConsumerGroupMetadata records and `Bumped group epoch`
@@ -69,7 +73,7 @@ SCHEMA: Final = StructType(
     [
         StructField("cluster", StringType()),
         StructField("group", StringType()),
-        StructField("group_type", StringType()),  # "classic" or "consumer" (KIP-848)
+        StructField("group_type", StringType()),  # "classic", "consumer" (KIP-848) or "streams" (KIP-1071)
         StructField("generation", IntegerType()),  # generation or group epoch reached (gap: the last unseen)
         StructField("rebalances", IntegerType()),  # 1, or how many unseen generations a gap row stands for
         StructField("gap", BooleanType()),
@@ -86,7 +90,7 @@ SCHEMA: Final = StructType(
         StructField("members_before", IntegerType()),
         StructField("members_after", IntegerType()),
         StructField("protocol", StringType()),  # the assignor
-        StructField("rebalance_protocol", StringType()),  # eager / cooperative / consumer / unknown
+        StructField("rebalance_protocol", StringType()),  # eager / cooperative / consumer / streams / unknown
         StructField("partitions_unavailable", IntegerType()),
         StructField("unavailable_partition_s", DoubleType()),
         StructField("basis", StringType()),
@@ -105,8 +109,10 @@ def rebalances(
 ) -> DataFrame:
     """Every rebalance of every group (see the module doc); columns as `SCHEMA`."""
     classic_rows = classic.classic_rebalances(group_metadata, broker_log)
-    consumer_rows = consumer.consumer_rebalances(consumer_group_records, broker_log)
-    both = with_trigger_pods(classic_rows.unionByName(consumer_rows), vigil_events)
+    consumer_rows = consumer.consumer_rebalances(consumer_group_records, broker_log, consumer.CONSUMER)
+    streams_rows = consumer.consumer_rebalances(consumer_group_records, broker_log, consumer.STREAMS)
+    every = classic_rows.unionByName(consumer_rows).unionByName(streams_rows)
+    both = with_trigger_pods(every, vigil_events)
     return attribute_vigil(both, vigil_events, before_s=vigil_before_s, after_s=vigil_after_s).select(
         *SCHEMA.fieldNames()
     )
