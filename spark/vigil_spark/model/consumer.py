@@ -1,8 +1,9 @@
-"""Epoch-based groups' rebalances: KIP-848 consumer groups and KIP-1071 streams groups (pure).
+"""Epoch-based groups' rebalances: KIP-848 consumer groups, KIP-1071 streams groups, KIP-932 share groups (pure).
 
-Both coordinators keep the same books under different record types: a group epoch (ConsumerGroupMetadata, type 3
-/ StreamsGroupMetadata, type 17), members (5 / 19) and each member's current assignment with its epoch, state and
-what it still has to revoke (8 / 22), and they log a line per epoch bump. So one transform reads both, told by an
+The three coordinators keep the same books under different record types: a group epoch (ConsumerGroupMetadata,
+type 3 / StreamsGroupMetadata, 17 / ShareGroupMetadata, 11), members (5 / 19 / 10) and each member's current
+assignment with its epoch, state and what it still has to revoke (8 / 22 / 14: a share group revokes nothing, its
+partitions are shared), and they log a line per epoch bump. So one transform reads all three, told by an
 `EpochGroups` which types, states and lines are whose. See `vigil_spark.model.rebalances` for what each column
 means and where it comes from.
 """
@@ -13,6 +14,7 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
+from vigil_core.consumer_offsets.records import SHARE_GROUP_RECORDS
 from vigil_spark.model import common, generations
 from vigil_spark.parse import broker_log as bl
 
@@ -27,18 +29,21 @@ class EpochGroups:
     assignment_type: int
     stable_state: int
     """The assignment record's state once the member reached the epoch (consumer 0 STABLE, streams 1 STABLE)."""
-    pending_field: str
-    """The assignment record's list of what the member still has to give up (partitions or active tasks)."""
+    pending_field: str | None
+    """The assignment record's list of what the member still has to give up (partitions or active tasks; None
+    for share groups: nothing is ever pending revocation)."""
     bump_event: str
     member_events: tuple[str, ...]
     """The member lines that explain a bump (`broker_log.EVENT_CAUSES`)."""
     metadata_name: str
     pending_basis: str
     first_epoch: int
-    """The epoch of a new group's first record and bump line: a streams group's is 2 (Kafka 4.4.0 measured: no
-    record or line shows epoch 1; tests/integration/test_spark_streams_history.py)."""
+    """The epoch of a new group's first record and bump line: a streams or share group's is 2 (Kafka 4.4.0
+    measured: no record or line shows epoch 1; tests/integration/test_spark_epoch_groups.py)."""
 
     def assignment_json(self) -> str:
+        if self.pending_field is None:
+            return "struct<member_epoch:int,state:int>"
         return f"struct<member_epoch:int,state:int,{self.pending_field}:array<struct<partitions:array<int>>>>"
 
     def pending(self, parsed: Column) -> Column:
@@ -72,6 +77,33 @@ STREAMS: Final = EpochGroups(
     "partition (upper bound)",
     first_epoch=2,
 )
+SHARE: Final = EpochGroups(
+    group_type="share",
+    metadata_type=11,
+    member_type=10,
+    assignment_type=14,
+    stable_state=0,
+    pending_field=None,
+    bump_event="epoch-bumped",  # a share group's coordinator lines are a KIP-848 group's, but for joins and leaves
+    member_events=("share-member-joined", "share-member-left", "consumer-member-fenced"),
+    metadata_name="ShareGroupMetadata",
+    pending_basis="unavailable: none, a share group's partitions are shared (a departed member's acquired records "
+    "return when their acquisition lock expires)",
+    first_epoch=2,
+)
+
+#: Every epoch-based group type, in the order the model reads them.
+EPOCH_GROUPS: Final = (CONSUMER, STREAMS, SHARE)
+
+
+def share_groups(consumer_group_records: DataFrame, broker_log: DataFrame) -> DataFrame:
+    """(cluster, group) of every group whose records or log lines say share group: its other lines ("Bumped group
+    epoch", "fenced") read exactly like a KIP-848 group's, so they go to the share model only."""
+    by_record = consumer_group_records.filter(F.col("record_type").isin(*SHARE_GROUP_RECORDS)).select(
+        "cluster", "group"
+    )
+    by_line = broker_log.filter(F.col("event").isin(*bl.SHARE_EVENTS)).select("cluster", "group")
+    return by_record.unionByName(by_line).distinct()
 
 
 def consumer_epochs(
@@ -156,6 +188,14 @@ def consumer_rebalances(
     rows = _with_consumer_end(rows, records, kind)
     rows = _with_consumer_cause(rows, records, broker_log, kind)
     rows = _with_pending_revocation(rows, records, kind)
+    pending_basis = (
+        F.lit(kind.pending_basis)
+        if kind.pending_field is None
+        else F.when(
+            F.col("pending_s").isNull(),
+            F.lit("unavailable unknown: no member assignment records with anything pending revocation"),
+        ).otherwise(F.lit(kind.pending_basis))
+    )
     adjacent = F.col("prev_generation") == F.col("generation") - 1
     # the group's first epoch: its first member joined
     first = F.col("prev_generation").isNull() & (F.col("generation") <= kind.first_epoch)
@@ -175,10 +215,7 @@ def consumer_rebalances(
         ).otherwise(F.lit("stabilized: last member assignment record at this epoch")),
         F.col("cause_basis"),
         F.when(F.col("members_after").isNull(), F.lit(f"members unknown: no member records (type {kind.member_type})")),
-        F.when(
-            F.col("pending_s").isNull(),
-            F.lit("unavailable unknown: no member assignment records with anything pending revocation"),
-        ).otherwise(F.lit(kind.pending_basis)),
+        pending_basis,
         F.when(
             F.col("cause") == F.lit("heartbeat-expiry"),
             F.lit(
@@ -323,6 +360,9 @@ def _with_consumer_cause(
 
 def _with_pending_revocation(rows: DataFrame, records: DataFrame, kind: EpochGroups) -> DataFrame:
     """Partition-seconds pending revocation, attributed to the epoch whose window holds the record."""
+    if kind.pending_field is None:
+        none = rows.withColumn("pending_partitions", F.lit(None).cast("long"))
+        return none.withColumn("pending_s", F.lit(None).cast("double"))
     parsed = _assignments(records, kind)
     per_member = Window.partitionBy("cluster", "group", "member_id").orderBy("log_partition", "log_offset")
     pending_count = F.aggregate(

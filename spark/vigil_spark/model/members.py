@@ -4,7 +4,8 @@ A member id is one join: classic and KIP-848 coordinators hand out a new id when
 without one (a restart, an eviction, a static replacement). So churn is counted per IDENTITY — the static
 instance id, else the client id (GroupMetadata), else the member id without its trailing UUID (librdkafka and
 Java build ids as `<client.id>-<uuid>`, static ones `<instance.id>-<uuid>`). Sources: members of GroupMetadata
-records (classic), member records (type 5, KIP-848; 19, streams), and the broker log's join/leave lines.
+records (classic), member records (type 5, KIP-848; 19, streams; 10, share), and the broker log's join/leave
+lines.
 
 - `replaced`: this member id took over its static identity from the previous one without a new join — a
   restart absorbed by static membership (a bridged restart, a coordinated rollout; a streams group on Kafka 4.4.0
@@ -37,6 +38,7 @@ JOIN_EVENTS: Final = (
     "consumer-member-replaced",
     "streams-member-joined",
     "streams-member-replaced",
+    "share-member-joined",
 )
 LEAVE_EVENTS: Final = (
     "member-left",
@@ -48,6 +50,7 @@ LEAVE_EVENTS: Final = (
     "consumer-member-fenced",
     "streams-member-left",
     "streams-member-fenced",
+    "share-member-left",
 )
 _UUID_TAIL: Final = r"-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 
@@ -103,7 +106,7 @@ def _appearances(group_metadata: DataFrame, consumer_group_records: DataFrame, b
             no.alias("replaced"),
         )
     )
-    member_records = F.col("record_type").isin(consumer.CONSUMER.member_type, consumer.STREAMS.member_type)
+    member_records = F.col("record_type").isin(*(k.member_type for k in consumer.EPOCH_GROUPS))
     rec = consumer_group_records.filter(member_records & F.col("member_id").isNotNull()).select(
         "cluster",
         "group",

@@ -147,7 +147,7 @@ def prevented(
 
 def _costly_replacements(rebalances: DataFrame) -> DataFrame:
     """Rebalances a static replacement caused: a streams group's returning static member bumps the epoch (Kafka
-    4.4.0, tests/integration/test_spark_streams_history.py), as does a classic one whose metadata changed."""
+    4.4.0, tests/integration/test_spark_epoch_groups.py), as does a classic one whose metadata changed."""
     return rebalances.filter(~F.col("gap") & (F.col("cause") == F.lit("static-replacement"))).select(
         F.col("cluster").alias("r_cluster"), F.col("group").alias("r_group"), F.col("started").alias("r_started")
     )

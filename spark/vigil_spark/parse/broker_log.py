@@ -65,7 +65,7 @@ EVENTS: Final[Mapping[str, str]] = {
     "rebalance timeout, ...).",
     "target-assignment-computed": "A new KIP-848 target assignment: `generation` = epoch, `reason` = assignor "
     "(share and streams groups log the same line).",
-    # share groups (KIP-932): named so that the model leaves their groups out; streams groups (KIP-1071), 4.x
+    # share groups (KIP-932): their other lines read like a KIP-848 group's; streams groups (KIP-1071), 4.x
     "share-member-joined": "A member joined a share group: `member_id`.",
     "share-member-left": "A member left a share group: `member_id`.",
     "streams-member-joined": "A member joined a streams group: `member_id`, `instance_id` if static (4.4).",
@@ -137,7 +137,8 @@ FENCE_RULES: Final[tuple[tuple[str, str], ...]] = (
     ("poll-timeout", r"(rebalance timeout|failed to transition|failed to join|failed to sync)"),
 )
 
-#: The cause a KIP-848 member event stands for when it precedes an epoch bump ("left" is refined by reason).
+#: The cause a KIP-848, streams or share member event stands for when it precedes an epoch bump ("left" is refined
+#: by reason).
 EVENT_CAUSES: Final[Mapping[str, str]] = {
     "consumer-member-joined": "joined",
     "consumer-member-replaced": "static-replacement",
@@ -149,6 +150,8 @@ EVENT_CAUSES: Final[Mapping[str, str]] = {
     "streams-member-left": "left",
     "streams-member-temporarily-left": "left",
     "streams-member-fenced": "unknown",
+    "share-member-joined": "joined",
+    "share-member-left": "left",
 }
 
 #: The member events whose reason says why the coordinator fenced the member (`FENCE_RULES`).

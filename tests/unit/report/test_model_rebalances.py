@@ -345,18 +345,16 @@ def _record(group: str, kind: int, seconds: float, offset: int, **fields: Any) -
     return Row(**values)
 
 
-@pytest.mark.parametrize("kind", [consumer.CONSUMER, consumer.STREAMS], ids=lambda k: k.group_type)
+@pytest.mark.parametrize("kind", consumer.EPOCH_GROUPS, ids=lambda k: k.group_type)
 def test_epochs_members_causes_and_pending_revocation(spark: SparkSession, kind: consumer.EpochGroups) -> None:
-    """KIP-848 and streams groups keep the same books under their own record types, state numbers and first
-    epoch (a streams group's first record is at epoch 2)."""
+    """KIP-848, streams and share groups keep the same books under their own record types, state numbers and
+    first epoch (a streams group's first record is at epoch 2); a share group revokes nothing."""
     g = f"g-{kind.group_type}"
     meta, mem, assign, stable = kind.metadata_type, kind.member_type, kind.assignment_type, kind.stable_state
     e1, e2, e3, e4 = range(kind.first_epoch, kind.first_epoch + 4)
-    pending: dict[str, Any] = {
-        "member_epoch": e1,
-        "state": stable + 1,  # UNREVOKED_PARTITIONS / UNREVOKED_TASKS
-        kind.pending_field: [{"topic_id": "x", "subtopology_id": "0", "partitions": [0, 1]}],
-    }
+    pending: dict[str, Any] = {"member_epoch": e1, "state": stable + 1}  # UNREVOKED_PARTITIONS / UNREVOKED_TASKS
+    if kind.pending_field is not None:
+        pending[kind.pending_field] = [{"topic_id": "x", "subtopology_id": "0", "partitions": [0, 1]}]
 
     def reached(epoch: int) -> str:
         return json.dumps({"member_epoch": epoch, "state": stable})
@@ -378,7 +376,7 @@ def test_epochs_members_causes_and_pending_revocation(spark: SparkSession, kind:
         _record(g, mem, 40.0, 10, member_id="b", tombstone=True, record_json=None),
         _record(g, meta, 40.0, 11, epoch=e4, record_json=json.dumps({"epoch": e4})),
     ]
-    # the other epoch-based type's records in the same group are not this type's
+    # another epoch-based type's records in the same group are not this type's
     other = consumer.STREAMS if kind is consumer.CONSUMER else consumer.CONSUMER
     records.append(_record(g, other.metadata_type, 50.0, 12, epoch=9, record_json='{"epoch":9}'))
     rows = [r for r in run(spark, records=records) if r["group_type"] == kind.group_type]
@@ -399,20 +397,24 @@ def test_epochs_members_causes_and_pending_revocation(spark: SparkSession, kind:
     assert observed[1]["duration_s"] == pytest.approx(20.9 - 20.0)  # the last member reached the second epoch
     assert observed[2]["stabilized"] is None  # nobody is left to reach the fourth
     assert "stabilized unknown" in observed[2]["basis"]
+    assert kind.pending_basis in observed[1]["basis"]
+    if kind.pending_field is None:  # a share group's partitions are shared: nothing waits on a revocation
+        assert (observed[1]["partitions_unavailable"], observed[1]["unavailable_partition_s"]) == (None, None)
+        return
     count = sum(len(tp["partitions"]) for tp in pending[kind.pending_field])
     assert observed[1]["partitions_unavailable"] == count
     assert observed[1]["unavailable_partition_s"] == pytest.approx(count * (20.6 - 20.1))
-    assert kind.pending_basis in observed[1]["basis"]
 
 
-@pytest.mark.parametrize("kind", [consumer.CONSUMER, consumer.STREAMS], ids=lambda k: k.group_type)
+@pytest.mark.parametrize("kind", consumer.EPOCH_GROUPS, ids=lambda k: k.group_type)
 def test_causes_from_the_log_win_over_records(spark: SparkSession, kind: consumer.EpochGroups) -> None:
     g = f"g-{kind.group_type}log"
     t = kind.group_type
+    fenced = "consumer-member-fenced" if t == "share" else f"{t}-member-fenced"  # a share group's reads as KIP-848's
     logs = [
         log(f"{t}-member-joined", g, 10.0, member_id="a", reason="consumer"),
         log(kind.bump_event, g, 10.001, generation=1),
-        log(f"{t}-member-fenced", g, 30.0, member_id="a", reason="the member session expired"),
+        log(fenced, g, 30.0, member_id="a", reason="the member session expired"),
         log(kind.bump_event, g, 30.0, generation=2),
         log(f"{t}-member-left", g, 40.0, member_id="b", reason="vigil: kip-848 stall"),
         log(kind.bump_event, g, 40.0, generation=3),
