@@ -3,11 +3,9 @@
 (no Kafka API does); a share group's lag is the broker's (DescribeShareGroupOffsets). Streams groups, read by the
 same path (StreamsGroupDescribe), are tested with a real Kafka Streams app in test_census_streams.py."""
 
-import threading
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import ShareConsumer
 
 from vigil_core.kafka.census import Census
 from vigil_core.kafka.census_plan import Observation
@@ -17,32 +15,12 @@ from vigil_core.kafka.outcomes import Reaction
 from vigil_core.kafka.wire import GroupWire
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
+from vigil_dev.testing.sharer import Sharer
 from vigil_dev.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_min("4.2")]  # share groups on by default from 4.2's format
 
 PARTITIONS = 2
-
-
-class Sharer:
-    """A share-group member that polls until closed (a share member that stops polling is removed)."""
-
-    def __init__(self, kafka: KafkaCluster, group: str, topic: str) -> None:
-        config = kafka.connection().confluent_config() | clients.QUIET | {"group.id": group}
-        self._consumer = ShareConsumer(config)
-        self._consumer.subscribe([topic])
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"share-{group}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._consumer.poll(0.2)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self._consumer.close()
 
 
 @pytest.fixture

@@ -7,8 +7,6 @@ the broker log (regexes written here, not vigil's parser): the model is checked 
 not share its code, and a restart that the broker did not count must not be counted by the report either.
 """
 
-import contextlib
-import io
 import re
 import sys
 from dataclasses import dataclass
@@ -20,11 +18,10 @@ from pyspark.sql import SparkSession
 from vigil_core.kafka.security import KafkaConnection
 from vigil_dev import ports, procs
 from vigil_dev.kafka.cluster import KafkaCluster
-from vigil_dev.testing import broker_log, clients, static_app
+from vigil_dev.testing import broker_log, clients, report_cli, static_app
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_sidecar.client import Consumer as BeaconingConsumer
-from vigil_spark import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 pytest_plugins = ["vigil_dev.testing.spark_fixtures"]
@@ -139,7 +136,7 @@ def test_the_report_equals_the_action_log_and_the_broker_log(
         watched.paused_polling.set()
         rebalanced(Step("evicted-by-vigil", 2, 1), timeout=bound(STALL_S + 1, 10))
 
-        code, lines = _report(conn, kafka, tmp_path / "out")
+        code, lines = report_cli.run_report(conn, kafka, tmp_path / "out", "itest-history")
         assert code == 0, lines
         generations_after_report = broker_log.stabilized(kafka, group)
     finally:
@@ -189,15 +186,6 @@ def test_the_report_equals_the_action_log_and_the_broker_log(
     by_id = {r["member_id"]: r for r in spark_kafka.read.parquet(str(members)).collect() if r["group"] == group}
     assert (by_id[new_id]["replaced"], by_id[old_id]["leave_cause"]) == (True, "static-replacement"), by_id
     assert (by_id[new_id]["joins"], by_id[new_id]["replacements"], by_id[new_id]["leaves"]) == (1, 1, 0), by_id
-
-
-def _report(conn: KafkaConnection, kafka: KafkaCluster, out: Path) -> tuple[int, list[str]]:
-    logs = [str(kafka.server_log(node.node_id)) for node in kafka.nodes]
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        code = cli.main(["--out", str(out), "--cluster", "itest-history", "--master", "local[2]",
-                         "--broker-logs", *logs], conn.to_env())  # fmt: skip
-    return code, err.getvalue().splitlines()
 
 
 def test_own_regexes_read_the_broker_wording() -> None:

@@ -1,7 +1,8 @@
 """The report's model: pure DataFrame → DataFrame transforms over the ingested tables, and `build`.
 
-- `rebalances.rebalances`: one row per rebalance (classic generation / KIP-848 epoch), gaps included — built
-  from `classic` and `consumer` (KIP-848) over the shared `generations` helpers;
+- `rebalances.rebalances`: one row per rebalance (classic generation / KIP-848, streams or share group epoch),
+  gaps included — built from `classic` and `consumer` (KIP-848, streams, share) over the shared `generations`
+  helpers;
 - `members.members`: one row per member id, with its identity's churn and flapping;
 - `stalls.stalls`: one row per stall vigil detected, with its action and outcome;
 - `daily.daily`: per group and UTC day — counts, p50/p95/max duration, partition unavailability, top cause;
@@ -18,13 +19,10 @@ from pathlib import Path
 from typing import Final
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
-from vigil_core.consumer_offsets import records
 from vigil_spark import tables
 from vigil_spark.location import Location
 from vigil_spark.model import daily, members, prevented, rebalances, stalls
-from vigil_spark.parse import broker_log as bl
 from vigil_spark.sources import broker_logs
 
 #: The model's tables, in the order `build` writes them.
@@ -39,16 +37,6 @@ def read_broker_log(spark: SparkSession, tables_dir: Location | Path) -> DataFra
     return spark.read.schema(broker_logs.SCHEMA).parquet(str(where)).select(*broker_logs.SCHEMA.fieldNames())
 
 
-def _share_and_streams_groups(consumer_group_records: DataFrame, log: DataFrame) -> DataFrame:
-    """Groups whose records or log lines say share or streams group: the model covers classic and KIP-848 groups,
-    and a share group's other coordinator lines ("Bumped group epoch", "fenced") read exactly like a KIP-848
-    group's."""
-    types = (*records.SHARE_GROUP_RECORDS, *records.STREAMS_GROUP_RECORDS)
-    by_record = consumer_group_records.filter(F.col("record_type").isin(*types)).select("cluster", "group")
-    by_line = log.filter(F.col("event").isin(*bl.SHARE_AND_STREAMS_EVENTS)).select("cluster", "group")
-    return by_record.unionByName(by_line).distinct()
-
-
 def compute(
     group_metadata: DataFrame,
     consumer_group_records: DataFrame,
@@ -57,7 +45,6 @@ def compute(
 ) -> dict[str, DataFrame]:
     """Every model table from the input frames (pure)."""
     log = broker_log.filter(broker_log["event"] != broker_logs.UNPARSED)
-    log = log.join(_share_and_streams_groups(consumer_group_records, log), ["cluster", "group"], "left_anti")
     rb = rebalances.rebalances(group_metadata, consumer_group_records, log, vigil_events)
     mb = members.members(group_metadata, consumer_group_records, log)
     st = stalls.stalls(vigil_events)

@@ -58,13 +58,13 @@ def detail_cause(detail: Column, client: Column) -> Column:
 
 
 def event_cause(event: Column, reason: Column) -> Column:
-    """The cause of a KIP-848 member event, as `broker_log.event_cause` decides it."""
+    """The cause of a KIP-848 or streams member event, as `broker_log.event_cause` decides it."""
     fenced = first_match(reason, bl.FENCE_RULES, "unknown")
     result: Column = F.lit("unknown")
     for name, cause in bl.EVENT_CAUSES.items():
         value = left_cause(reason) if cause == "left" else F.lit(cause)
         result = F.when(event == F.lit(name), value).otherwise(result)
-    return F.when(event == F.lit("consumer-member-fenced"), fenced).otherwise(result)
+    return F.when(event.isin(*bl.FENCED_EVENTS), fenced).otherwise(result)
 
 
 def notes(*parts: Column) -> Column:

@@ -37,9 +37,10 @@ def sequence(observed: DataFrame) -> DataFrame:
     return observed.withColumn("prev_generation", F.lag("generation").over(by_gen))
 
 
-def gap_rows(seq: DataFrame, group_type: str, lower_ts: Column, upper_ts: Column) -> DataFrame:
-    """One row per run of generations no source shows (between two seen ones, or before the first)."""
-    first_unseen = F.coalesce(F.col("prev_generation") + 1, F.lit(1))
+def gap_rows(seq: DataFrame, group_type: str, lower_ts: Column, upper_ts: Column, first: int = 1) -> DataFrame:
+    """One row per run of generations no source shows (between two seen ones, or from the type's `first`
+    generation to the first seen one)."""
+    first_unseen = F.coalesce(F.col("prev_generation") + 1, F.lit(first))
     count = F.col("generation") - first_unseen
     return seq.filter(count > 0).select(
         "cluster",

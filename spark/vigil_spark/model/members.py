@@ -4,12 +4,14 @@ A member id is one join: classic and KIP-848 coordinators hand out a new id when
 without one (a restart, an eviction, a static replacement). So churn is counted per IDENTITY — the static
 instance id, else the client id (GroupMetadata), else the member id without its trailing UUID (librdkafka and
 Java build ids as `<client.id>-<uuid>`, static ones `<instance.id>-<uuid>`). Sources: members of GroupMetadata
-records (classic), member records (type 5, KIP-848), and the broker log's join/leave lines.
+records (classic), member records (type 5, KIP-848; 19, streams; 10, share), and the broker log's join/leave
+lines.
 
 - `replaced`: this member id took over its static identity from the previous one without a new join — a
-  restart absorbed by static membership (a bridged restart, a coordinated rollout). Known from the log (the
-  predecessor's `static-member-replaced`, a KIP-848 `consumer-member-replaced`) or, with GroupMetadata only, from
-  the predecessor being in the generation this member id first appears in (no rebalance between them).
+  restart absorbed by static membership (a bridged restart, a coordinated rollout; a streams group on Kafka 4.4.0
+  still bumps its epoch for it: `rebalances` has that row). Known from the log (the predecessor's
+  `static-member-replaced`, a KIP-848 or streams `*-member-replaced`) or, with GroupMetadata only, from the
+  predecessor being in the generation this member id first appears in (no rebalance between them).
 - `joins` (of the identity): its member ids that joined afresh (not `replaced`); `replacements`: those that were
   `replaced`; `leaves`: its member ids that ended other than by a static replacement (a leave, expiry or fence in
   the log, or a KIP-848 member tombstone — one per member id, however many sources tell of it); `churn` = joins +
@@ -24,7 +26,8 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
-from vigil_spark.model import common
+from vigil_spark.model import common, consumer
+from vigil_spark.parse import broker_log as bl
 
 #: Broker log events that start a member id's life, and those that end it.
 JOIN_EVENTS: Final = (
@@ -33,6 +36,9 @@ JOIN_EVENTS: Final = (
     "static-member-joined",
     "consumer-member-joined",
     "consumer-member-replaced",
+    "streams-member-joined",
+    "streams-member-replaced",
+    "share-member-joined",
 )
 LEAVE_EVENTS: Final = (
     "member-left",
@@ -42,6 +48,9 @@ LEAVE_EVENTS: Final = (
     "static-member-replaced",
     "consumer-member-left",
     "consumer-member-fenced",
+    "streams-member-left",
+    "streams-member-fenced",
+    "share-member-left",
 )
 _UUID_TAIL: Final = r"-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 
@@ -73,7 +82,7 @@ def _leave_cause(event: Column, reason: Column) -> Column:
         F.when(event.isin("member-failed", "pending-member-expired"), F.lit("heartbeat-expiry"))
         .when(event.isin("member-left", "pending-member-left"), common.left_cause(reason))
         .when(event == F.lit("static-member-replaced"), F.lit("static-replacement"))
-        .when(event.startswith("consumer-member-"), common.event_cause(event, reason))
+        .when(event.isin(*bl.EVENT_CAUSES), common.event_cause(event, reason))
     )
 
 
@@ -97,7 +106,8 @@ def _appearances(group_metadata: DataFrame, consumer_group_records: DataFrame, b
             no.alias("replaced"),
         )
     )
-    rec = consumer_group_records.filter((F.col("record_type") == 5) & F.col("member_id").isNotNull()).select(
+    member_records = F.col("record_type").isin(*(k.member_type for k in consumer.EPOCH_GROUPS))
+    rec = consumer_group_records.filter(member_records & F.col("member_id").isNotNull()).select(
         "cluster",
         "group",
         "member_id",
@@ -123,7 +133,7 @@ def _appearances(group_metadata: DataFrame, consumer_group_records: DataFrame, b
         F.lit(None).cast("int").alias("generation"),
         F.when(F.col("event").isin(*LEAVE_EVENTS), F.lit("leave")).otherwise(F.lit("join")).alias("kind"),
         _leave_cause(F.col("event"), F.col("reason")).alias("leave_cause"),
-        (F.col("event") == F.lit("consumer-member-replaced")).alias("replaced"),
+        F.col("event").isin("consumer-member-replaced", "streams-member-replaced").alias("replaced"),
     )
     return gm.unionByName(rec).unionByName(log)
 

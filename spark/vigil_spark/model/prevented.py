@@ -10,7 +10,9 @@ Kinds:
   than it saved, and the row says so in numbers).
   Away for less than the session timeout, static membership alone keeps the member: 0 avoided.
 - `static-restart`: a member id that took over its static identity without a rebalance (`members.replaced`) and
-  no bridge: static membership's work, listed so the restarts absorbed are all counted; 0 avoided by vigil.
+  no bridge: static membership's work, listed so the restarts absorbed are all counted; 0 avoided by vigil. A
+  replacement that did cost a rebalance (a `static-replacement` rebalance within `REPLACEMENT_WINDOW_S`: every
+  streams group's on Kafka 4.4.0) absorbed nothing and is not listed.
 - `stall-evicted`: a stall vigil ended by removing the member (`stalls.outcome` "evicted") `away_s` after the app
   last polled. Stock: the client leaves only when max.poll.interval expires (`stock_s`: the member's rebalance
   timeout, which Java and librdkafka set to max.poll.interval.ms); its partitions were idle until then.
@@ -24,7 +26,7 @@ from typing import Final
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
-from vigil_spark.model import common
+from vigil_spark.model import common, consumer
 
 COLUMNS: Final = (
     "cluster",
@@ -43,11 +45,13 @@ COLUMNS: Final = (
 )
 #: Rebalances a static member's expiry costs stock Kafka: one to drop it, one to take it back.
 EXPIRY_REBALANCES: Final = 2
+#: How far a replaced member's last sign may lie from the rebalance its replacement caused (the same batch).
+REPLACEMENT_WINDOW_S: Final = 2.0
 
 
 def member_timeouts(group_metadata: DataFrame, consumer_group_records: DataFrame) -> DataFrame:
     """(cluster, group, member_id) → session and rebalance timeouts (ms) and partitions held, from the latest
-    GroupMetadata that lists the member, else (rebalance timeout only) its KIP-848 member record."""
+    GroupMetadata that lists the member, else (rebalance timeout only) its KIP-848 or streams member record."""
     gm = (
         group_metadata.filter(~F.col("tombstone") & F.col("members").isNotNull())
         .select("cluster", "group", "log_partition", "log_offset", F.explode("members").alias("m"))
@@ -62,8 +66,9 @@ def member_timeouts(group_metadata: DataFrame, consumer_group_records: DataFrame
             F.when(F.col("m.assigned").isNull(), 0).otherwise(F.size("m.assigned")).alias("held"),
         )
     )
+    member_types = (consumer.CONSUMER.member_type, consumer.STREAMS.member_type)
     records = consumer_group_records.filter(
-        (F.col("record_type") == 5) & ~F.col("tombstone") & F.col("member_id").isNotNull()
+        F.col("record_type").isin(*member_types) & ~F.col("tombstone") & F.col("member_id").isNotNull()
     ).select(
         "cluster", "group", "log_partition", "log_offset", "member_id", F.lit(None).cast("int").alias("session_ms"),
         F.get_json_object("record_json", "$.rebalance_timeout_ms").try_cast("int").alias("rebalance_ms"),
@@ -118,6 +123,7 @@ def prevented(
     static = (
         members.filter(F.col("leave_cause") == F.lit("static-replacement"))
         .join(bridged.select(*key), key, "left_anti")
+        .join(_costly_replacements(rebalances), _near_a_costly_replacement(), "left_anti")
         .select(
             *key,
             "instance_id",
@@ -137,6 +143,23 @@ def prevented(
     )
     evicted = _evicted_rows(stalls.filter(F.col("outcome") == F.lit("evicted")).join(timeouts, key, "left"))
     return restarts.unionByName(static).unionByName(evicted).select(*COLUMNS)
+
+
+def _costly_replacements(rebalances: DataFrame) -> DataFrame:
+    """Rebalances a static replacement caused: a streams group's returning static member bumps the epoch (Kafka
+    4.4.0, tests/integration/test_spark_epoch_groups.py), as does a classic one whose metadata changed."""
+    return rebalances.filter(~F.col("gap") & (F.col("cause") == F.lit("static-replacement"))).select(
+        F.col("cluster").alias("r_cluster"), F.col("group").alias("r_group"), F.col("started").alias("r_started")
+    )
+
+
+def _near_a_costly_replacement(window_s: float = REPLACEMENT_WINDOW_S) -> Column:
+    """The replaced member's last sign (its replacement) within `window_s` of a rebalance a replacement caused."""
+    return (
+        (F.col("r_cluster") == F.col("cluster"))
+        & (F.col("r_group") == F.col("group"))
+        & (F.abs(common.seconds_between(F.col("last_seen"), F.col("r_started"))) <= F.lit(window_s))
+    )
 
 
 def _bridged_rows(rows: DataFrame) -> DataFrame:

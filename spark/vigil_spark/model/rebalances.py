@@ -1,4 +1,11 @@
-"""`rebalances`: one row per rebalance of every group (classic generation or KIP-848 group epoch).
+"""`rebalances`: one row per rebalance of every group (classic generation; KIP-848, streams or share group epoch).
+
+Streams groups (KIP-1071) are read exactly as KIP-848 groups below, from their own record types (17, 19, 22
+for 3, 5, 8), their `Bumped streams group epoch` and `streams-member-*` lines, and active tasks pending
+revocation for partitions (`consumer.STREAMS`). Share groups (KIP-932) too (11, 10, 14; `consumer.SHARE`): their
+lines are a KIP-848 group's but for joins and leaves, so a group that records or lines say is a share group is
+read by the share model only; nothing is pending revocation in a share group (its partitions are shared), so
+its unavailability is null and `basis` says why.
 
 Counting. Rebalances are counted from DIFFERENCES of generation numbers (classic: GroupMetadata records and
 the broker's `Stabilized`/`is now empty` lines; KIP-848: ConsumerGroupMetadata records and `Bumped group epoch`
@@ -69,7 +76,7 @@ SCHEMA: Final = StructType(
     [
         StructField("cluster", StringType()),
         StructField("group", StringType()),
-        StructField("group_type", StringType()),  # "classic" or "consumer" (KIP-848)
+        StructField("group_type", StringType()),  # "classic", "consumer" (KIP-848), "streams", "share"
         StructField("generation", IntegerType()),  # generation or group epoch reached (gap: the last unseen)
         StructField("rebalances", IntegerType()),  # 1, or how many unseen generations a gap row stands for
         StructField("gap", BooleanType()),
@@ -86,7 +93,7 @@ SCHEMA: Final = StructType(
         StructField("members_before", IntegerType()),
         StructField("members_after", IntegerType()),
         StructField("protocol", StringType()),  # the assignor
-        StructField("rebalance_protocol", StringType()),  # eager / cooperative / consumer / unknown
+        StructField("rebalance_protocol", StringType()),  # eager / cooperative / consumer / streams / share / unknown
         StructField("partitions_unavailable", IntegerType()),
         StructField("unavailable_partition_s", DoubleType()),
         StructField("basis", StringType()),
@@ -104,9 +111,15 @@ def rebalances(
     vigil_after_s: float = 10.0,
 ) -> DataFrame:
     """Every rebalance of every group (see the module doc); columns as `SCHEMA`."""
-    classic_rows = classic.classic_rebalances(group_metadata, broker_log)
-    consumer_rows = consumer.consumer_rebalances(consumer_group_records, broker_log)
-    both = with_trigger_pods(classic_rows.unionByName(consumer_rows), vigil_events)
+    shares = consumer.share_groups(consumer_group_records, broker_log)
+    share_log = broker_log.join(shares, ["cluster", "group"], "left_semi")
+    others_log = broker_log.join(shares, ["cluster", "group"], "left_anti")
+    classic_rows = classic.classic_rebalances(group_metadata, others_log)
+    consumer_rows = consumer.consumer_rebalances(consumer_group_records, others_log, consumer.CONSUMER)
+    streams_rows = consumer.consumer_rebalances(consumer_group_records, others_log, consumer.STREAMS)
+    share_rows = consumer.consumer_rebalances(consumer_group_records, share_log, consumer.SHARE)
+    every = classic_rows.unionByName(consumer_rows).unionByName(streams_rows).unionByName(share_rows)
+    both = with_trigger_pods(every, vigil_events)
     return attribute_vigil(both, vigil_events, before_s=vigil_before_s, after_s=vigil_after_s).select(
         *SCHEMA.fieldNames()
     )

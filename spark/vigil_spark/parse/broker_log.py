@@ -65,17 +65,20 @@ EVENTS: Final[Mapping[str, str]] = {
     "rebalance timeout, ...).",
     "target-assignment-computed": "A new KIP-848 target assignment: `generation` = epoch, `reason` = assignor "
     "(share and streams groups log the same line).",
-    # share groups (KIP-932) and streams groups (KIP-1071), 4.x: named so that the model leaves their groups out
+    # share groups (KIP-932): their other lines read like a KIP-848 group's; streams groups (KIP-1071), 4.x
     "share-member-joined": "A member joined a share group: `member_id`.",
     "share-member-left": "A member left a share group: `member_id`.",
     "streams-member-joined": "A member joined a streams group: `member_id`, `instance_id` if static (4.4).",
+    "streams-member-replaced": "A static member re-joined a streams group with a new id (4.4): `member_id` (new), "
+    "`instance_id`.",
     "streams-member-left": "A member left a streams group: `member_id`, `instance_id` if static.",
+    "streams-member-temporarily-left": "A static streams member left with epoch -2 (4.4; keeps its tasks).",
     "streams-epoch-bumped": "A streams group's rebalance: `generation` is the new group epoch.",
     "streams-member-fenced": "The coordinator fenced a streams member: `reason` says why.",
 }
 
-#: The events that name a share or streams group (a share group's other lines read like a KIP-848 group's).
-SHARE_AND_STREAMS_EVENTS: Final = tuple(e for e in EVENTS if e.startswith(("share-", "streams-")))
+#: The events that name a share group (its other lines read like a KIP-848 group's).
+SHARE_EVENTS: Final = tuple(e for e in EVENTS if e.startswith("share-"))
 
 #: The causes the model reports for a rebalance (closed vocabulary).
 CAUSES: Final = (
@@ -134,14 +137,25 @@ FENCE_RULES: Final[tuple[tuple[str, str], ...]] = (
     ("poll-timeout", r"(rebalance timeout|failed to transition|failed to join|failed to sync)"),
 )
 
-#: The cause a KIP-848 member event stands for when it precedes an epoch bump ("left" is refined by reason).
+#: The cause a KIP-848, streams or share member event stands for when it precedes an epoch bump ("left" is refined
+#: by reason).
 EVENT_CAUSES: Final[Mapping[str, str]] = {
     "consumer-member-joined": "joined",
     "consumer-member-replaced": "static-replacement",
     "consumer-member-left": "left",
     "consumer-member-temporarily-left": "left",
     "consumer-member-fenced": "unknown",
+    "streams-member-joined": "joined",
+    "streams-member-replaced": "static-replacement",
+    "streams-member-left": "left",
+    "streams-member-temporarily-left": "left",
+    "streams-member-fenced": "unknown",
+    "share-member-joined": "joined",
+    "share-member-left": "left",
 }
+
+#: The member events whose reason says why the coordinator fenced the member (`FENCE_RULES`).
+FENCED_EVENTS: Final = ("consumer-member-fenced", "streams-member-fenced")
 
 #: The regex pulling the client's reason out of a broker reason text.
 CLIENT_REASON_PATTERN: Final = r"; client reason: (.*)$"
@@ -333,15 +347,20 @@ _TEMPLATES: Final[tuple[tuple[str, str], ...]] = (
         r"(?P<instance_id>.+?) joins the streams group\.$",
     ),
     (
-        "streams-member-joined",
+        "streams-member-replaced",
         rf"^\[GroupId {_G}\]\[MemberId [^\]]+\] Static member with instance id (?P<instance_id>.+?) re-joins the "
         r"streams group using the streams protocol\. Created a new member (?P<member_id>.+?) to replace the existing "
         r"member .+\.$",
     ),
     (
+        "streams-member-temporarily-left",
+        rf"^\[GroupId {_G}\]\[MemberId [^\]]+\] Static member (?P<member_id>.+?) with instance id "
+        r"(?P<instance_id>.+?) temporarily left the streams group\.$",
+    ),
+    (
         "streams-member-left",
         rf"^\[GroupId {_G}\]\[MemberId [^\]]+\] (?:Static member|Member) (?P<member_id>.+?)"
-        r"(?: with instance id (?P<instance_id>.+?))? (?:temporarily )?left the streams group\.$",
+        r"(?: with instance id (?P<instance_id>.+?))? left the streams group\.$",
     ),
     (
         "streams-epoch-bumped",
@@ -534,8 +553,8 @@ def reason_cause(reason: str | None) -> tuple[str, str]:
 
 
 def event_cause(event: str, reason: str | None) -> str:
-    """The cause a KIP-848 member event stands for (`EVENT_CAUSES`, refined by the reason)."""
-    if event == "consumer-member-fenced":
+    """The cause a KIP-848 or streams member event stands for (`EVENT_CAUSES`, refined by the reason)."""
+    if event in FENCED_EVENTS:
         for cause, pattern in FENCE_RULES:
             if reason is not None and re.search(pattern, reason):
                 return cause

@@ -273,13 +273,13 @@ SOURCE_39: list[tuple[str, dict[str, Any]]] = [
     (
         f"[2026-11-27 18:25:51,107] INFO {P3}[GroupId app][MemberId m2] Static member m2 with instance id pod-1 "
         f"temporarily left the streams group.{GMM}",
-        {"event": "streams-member-left", "group": "app", "member_id": "m2", "instance_id": "pod-1"},
+        {"event": "streams-member-temporarily-left", "group": "app", "member_id": "m2", "instance_id": "pod-1"},
     ),
     (
         f"[2026-11-27 18:25:52,107] INFO {P3}[GroupId app][MemberId m3] Static member with instance id pod-1 "
         f"re-joins the streams group using the streams protocol. Created a new member m3 to replace the existing "
         f"member m2.{GMM}",
-        {"event": "streams-member-joined", "group": "app", "member_id": "m3", "instance_id": "pod-1"},
+        {"event": "streams-member-replaced", "group": "app", "member_id": "m3", "instance_id": "pod-1"},
     ),
     (
         f"[2026-11-27 18:25:53,107] INFO {P3}[GroupId app] Streams member m3 fenced from the group because the "

@@ -19,7 +19,7 @@ T0 = dt.datetime(2026, 11, 21, 10, 0, 0)  # naive UTC: the session and this mach
 C, G = "c1", "g-saved"
 SESSION_MS, MAX_POLL_MS = 6000, 300_000
 #: member id → (instance id, partitions held) in the group's GroupMetadata
-HELD = {"s-old": ("s", 2), "t-old": ("t", 1), "q-old": ("q", 1), "d-1": (None, 3)}
+HELD = {"s-old": ("s", 2), "t-old": ("t", 1), "q-old": ("q", 1), "r-old": ("r", 1), "d-1": (None, 3)}
 PRICES = [10.0, 20.0, 40.0]  # partition-seconds of the group's observed rebalances
 
 
@@ -65,12 +65,18 @@ def test_each_save_is_priced_against_stock_kafka(spark: SparkSession) -> None:
     # the group's first join moved no partition: not a price
     rbs.append({"cluster": C, "group": G, "group_type": "classic", "generation": 1, "rebalances": 1, "gap": False,
                 "stabilized": at(0), "members_before": 0, "unavailable_partition_s": 0.0})  # fmt: skip
+    # r's replacement cost a rebalance (as a streams group's does on 4.4): static membership absorbed nothing
+    rbs.append({"cluster": C, "group": G, "group_type": "streams", "generation": 7, "rebalances": 1, "gap": False,
+                "started": at(300.001), "cause": "static-replacement", "members_before": 2})  # fmt: skip
     away = {"s-old": 15_000, "t-old": 3_000}  # s: longer than its session (stock: expiry), t: within it
     events = [event("bridge-ended", 100.0, m, {"outcome": "rejoined", "bridged_ms": ms, "heartbeats_sent": 3})
               for m, ms in away.items()]  # fmt: skip
     events.append(event("bridge-ended", 110.0, "q-old", {"outcome": "deadline", "bridged_ms": 60_000}))
     replaced = spark.createDataFrame(
-        [(C, G, m, HELD[m][0], "static-replacement", at(100.0)) for m in ("s-old", "q-old")],
+        [
+            (C, G, m, HELD[m][0], "static-replacement", at(t))
+            for m, t in (("s-old", 100.0), ("q-old", 100.0), ("r-old", 300.0))
+        ],
         "cluster string, group string, member_id string, instance_id string, leave_cause string, last_seen timestamp",
     )
     stalled_s = 35.0

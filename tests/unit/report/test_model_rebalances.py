@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from vigil_spark import tables
-from vigil_spark.model import common, rebalances
+from vigil_spark.model import common, consumer, rebalances
 from vigil_spark.parse import broker_log as bl
 from vigil_spark.sources import broker_logs
 
@@ -345,65 +345,85 @@ def _record(group: str, kind: int, seconds: float, offset: int, **fields: Any) -
     return Row(**values)
 
 
-def test_kip848_epochs_members_causes_and_pending_revocation(spark: SparkSession) -> None:
-    g = "g-848"
-    pending: dict[str, Any] = {
-        "member_epoch": 1,
-        "state": 1,
-        "partitions_pending_revocation": [{"topic_id": "x", "partitions": [0, 1]}],
-    }
+@pytest.mark.parametrize("kind", consumer.EPOCH_GROUPS, ids=lambda k: k.group_type)
+def test_epochs_members_causes_and_pending_revocation(spark: SparkSession, kind: consumer.EpochGroups) -> None:
+    """KIP-848, streams and share groups keep the same books under their own record types, state numbers and
+    first epoch (a streams group's first record is at epoch 2); a share group revokes nothing."""
+    g = f"g-{kind.group_type}"
+    meta, mem, assign, stable = kind.metadata_type, kind.member_type, kind.assignment_type, kind.stable_state
+    e1, e2, e3, e4 = range(kind.first_epoch, kind.first_epoch + 4)
+    pending: dict[str, Any] = {"member_epoch": e1, "state": stable + 1}  # UNREVOKED_PARTITIONS / UNREVOKED_TASKS
+    if kind.pending_field is not None:
+        pending[kind.pending_field] = [{"topic_id": "x", "subtopology_id": "0", "partitions": [0, 1]}]
+
+    def reached(epoch: int) -> str:
+        return json.dumps({"member_epoch": epoch, "state": stable})
+
     records = [
-        # epoch 1: member a joins (type 5 appended with the type 3 record, same batch timestamp)
-        _record(g, 5, 10.0, 1, member_id="a", record_json='{"instance_id":null,"client_id":"a"}'),
-        _record(g, 3, 10.0, 2, epoch=1, record_json='{"epoch":1}'),
-        _record(g, 8, 10.5, 3, member_id="a", epoch=1, record_json='{"member_epoch":1,"state":0}'),
-        # epoch 2: member b joins; a must give partitions 0 and 1 up
-        _record(g, 5, 20.0, 4, member_id="b", record_json='{"client_id":"b"}'),
-        _record(g, 3, 20.0, 5, epoch=2, record_json='{"epoch":2}'),
-        _record(g, 8, 20.1, 6, member_id="a", epoch=1, record_json=json.dumps(pending)),
-        _record(g, 8, 20.6, 7, member_id="a", epoch=2, record_json='{"member_epoch":2,"state":0}'),
-        _record(g, 8, 20.9, 8, member_id="b", epoch=2, record_json='{"member_epoch":2,"state":0}'),
-        # epoch 3 is compacted away; epoch 4: member b leaves
-        _record(g, 5, 40.0, 10, member_id="b", tombstone=True, record_json=None),
-        _record(g, 3, 40.0, 11, epoch=4, record_json='{"epoch":4}'),
+        # the first epoch: member a joins (its member record appended with the epoch record, same batch timestamp)
+        _record(g, mem, 10.0, 1, member_id="a", record_json='{"instance_id":null,"client_id":"a"}'),
+        _record(g, meta, 10.0, 2, epoch=e1, record_json=json.dumps({"epoch": e1})),
+        _record(g, assign, 10.5, 3, member_id="a", epoch=e1, record_json=reached(e1)),
+        # the second: member b joins; a must give partitions (tasks) 0 and 1 up
+        _record(g, mem, 20.0, 4, member_id="b", record_json='{"client_id":"b"}'),
+        _record(g, meta, 20.0, 5, epoch=e2, record_json=json.dumps({"epoch": e2})),
+        _record(g, assign, 20.1, 6, member_id="a", epoch=e1, record_json=json.dumps(pending)),
+        _record(g, assign, 20.6, 7, member_id="a", epoch=e2, record_json=reached(e2)),
+        # a streams group (4.4) rewrites its metadata record at the same epoch: not a rebalance
+        _record(g, meta, 20.7, 8, epoch=e2, record_json=json.dumps({"epoch": e2})),
+        _record(g, assign, 20.9, 9, member_id="b", epoch=e2, record_json=reached(e2)),
+        # the third is compacted away; the fourth: member b leaves
+        _record(g, mem, 40.0, 10, member_id="b", tombstone=True, record_json=None),
+        _record(g, meta, 40.0, 11, epoch=e4, record_json=json.dumps({"epoch": e4})),
     ]
-    rows = run(spark, records=records)
+    # another epoch-based type's records in the same group are not this type's
+    other = consumer.STREAMS if kind is consumer.CONSUMER else consumer.CONSUMER
+    records.append(_record(g, other.metadata_type, 50.0, 12, epoch=9, record_json='{"epoch":9}'))
+    rows = [r for r in run(spark, records=records) if r["group_type"] == kind.group_type]
     assert [(r["generation"], r["gap"], r["rebalances"]) for r in rows] == [
-        (1, False, 1),
-        (2, False, 1),
-        (3, True, 1),
-        (4, False, 1),
+        (e1, False, 1),
+        (e2, False, 1),
+        (e3, True, 1),
+        (e4, False, 1),
     ]
     observed = [r for r in rows if not r["gap"]]
-    assert {r["group_type"] for r in rows} == {"consumer"}
+    assert {r["rebalance_protocol"] for r in rows} == {kind.group_type}
     assert [r["cause"] for r in observed] == ["joined", "joined", "left"]
     assert [r["members_after"] for r in observed] == [1, 2, 1]
-    # epoch 1 is the group's first (0 members before it); epoch 3 is unseen, so what came before epoch 4 is unknown
+    # the group's first epoch (0 members before it); the third is unseen, so what came before the fourth is unknown
     assert [r["members_before"] for r in observed] == [0, 1, None]
     assert observed[0]["started"] == at(10.0)
     assert observed[0]["duration_s"] == pytest.approx(0.5)
-    assert observed[1]["duration_s"] == pytest.approx(20.9 - 20.0)  # the last member reached epoch 2
-    assert observed[2]["stabilized"] is None  # nobody is left to reach epoch 4
+    assert observed[1]["duration_s"] == pytest.approx(20.9 - 20.0)  # the last member reached the second epoch
+    assert observed[2]["stabilized"] is None  # nobody is left to reach the fourth
     assert "stabilized unknown" in observed[2]["basis"]
-    count = sum(len(tp["partitions"]) for tp in pending["partitions_pending_revocation"])
+    assert kind.pending_basis in observed[1]["basis"]
+    if kind.pending_field is None:  # a share group's partitions are shared: nothing waits on a revocation
+        assert (observed[1]["partitions_unavailable"], observed[1]["unavailable_partition_s"]) == (None, None)
+        return
+    count = sum(len(tp["partitions"]) for tp in pending[kind.pending_field])
     assert observed[1]["partitions_unavailable"] == count
     assert observed[1]["unavailable_partition_s"] == pytest.approx(count * (20.6 - 20.1))
 
 
-def test_kip848_causes_from_the_log_win_over_records(spark: SparkSession) -> None:
-    g = "g-848log"
+@pytest.mark.parametrize("kind", consumer.EPOCH_GROUPS, ids=lambda k: k.group_type)
+def test_causes_from_the_log_win_over_records(spark: SparkSession, kind: consumer.EpochGroups) -> None:
+    g = f"g-{kind.group_type}log"
+    t = kind.group_type
+    fenced = "consumer-member-fenced" if t == "share" else f"{t}-member-fenced"  # a share group's reads as KIP-848's
     logs = [
-        log("consumer-member-joined", g, 10.0, member_id="a", reason="consumer"),
-        log("epoch-bumped", g, 10.001, generation=1),
-        log("consumer-member-fenced", g, 30.0, member_id="a", reason="the member session expired"),
-        log("epoch-bumped", g, 30.0, generation=2),
-        log("consumer-member-left", g, 40.0, member_id="b", reason="vigil: kip-848 stall"),
-        log("epoch-bumped", g, 40.0, generation=3),
+        log(f"{t}-member-joined", g, 10.0, member_id="a", reason="consumer"),
+        log(kind.bump_event, g, 10.001, generation=1),
+        log(fenced, g, 30.0, member_id="a", reason="the member session expired"),
+        log(kind.bump_event, g, 30.0, generation=2),
+        log(f"{t}-member-left", g, 40.0, member_id="b", reason="vigil: kip-848 stall"),
+        log(kind.bump_event, g, 40.0, generation=3),
     ]
     rows = run(spark, logs=logs)
-    bumps = [x for x in logs if x["event"] == "epoch-bumped"]
-    causes = [bl.event_cause(x["event"], x["reason"]) for x in logs if x["event"] != "epoch-bumped"]
-    assert [r["generation"] for r in rows] == [b["generation"] for b in bumps]
+    bumps = [x for x in logs if x["event"] == kind.bump_event]
+    causes = [bl.event_cause(x["event"], x["reason"]) for x in logs if x["event"] != kind.bump_event]
+    assert causes == ["joined", "heartbeat-expiry", "evicted-by-vigil"]
+    assert [(r["group_type"], r["generation"]) for r in rows] == [(t, b["generation"]) for b in bumps]
     assert [r["cause"] for r in rows] == causes
     assert [r["started"] for r in rows] == [b["ts"] for b in bumps]
 

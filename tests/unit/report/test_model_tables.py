@@ -101,7 +101,9 @@ def _static_generation(group: str, offset: int, generation: int, member_id: str,
             "leader": member_id, "state_ts": at(seconds), "members": [member]}  # fmt: skip
 
 
-@pytest.mark.parametrize("source", ["classic log", "kip-848 log and tombstones", "group metadata only"])
+@pytest.mark.parametrize(
+    "source", ["classic log", "kip-848 log and tombstones", "streams log and tombstones", "group metadata only"]
+)
 def test_static_replacements_are_not_flapping(spark: SparkSession, source: str) -> None:
     """orders-1 restarted 3 times in 15 minutes, each absorbed by static membership (bridged, or a coordinated
     rollout): one join and 3 replacements, no churn, not flapping — however the history tells of it."""
@@ -115,16 +117,19 @@ def test_static_replacements_are_not_flapping(spark: SparkSession, source: str) 
         for (old, _), (new, t) in itertools.pairwise(ids):
             logs.append(log("static-member-replaced", g, t, member_id=old, instance_id="orders-1"))
             logs.append(log("static-member-joined", g, t, member_id=new, instance_id="orders-1"))
-    elif source.startswith("kip-848"):
-        logs.append(log("consumer-member-joined", g, 0.0, member_id=ids[0][0], instance_id="orders-1"))
+    elif source.startswith(("kip-848", "streams")):
+        prefix, member_type = ("consumer", 5) if source.startswith("kip-848") else ("streams", 19)
+        logs.append(log(f"{prefix}-member-joined", g, 0.0, member_id=ids[0][0], instance_id="orders-1"))
         for n, ((old, _), (new, t)) in enumerate(itertools.pairwise(ids)):
-            logs.append(log("consumer-member-replaced", g, t, member_id=new, instance_id="orders-1"))
+            # a static member's temporary leave (epoch -2) keeps its assignment: not a leave
+            logs.append(log(f"{prefix}-member-temporarily-left", g, t - 1, member_id=old, instance_id="orders-1"))
+            logs.append(log(f"{prefix}-member-replaced", g, t, member_id=new, instance_id="orders-1"))
             records += [
                 {"cluster": CLUSTER, "group": g, "log_partition": 0, "log_offset": 2 * n, "log_ts": at(t),
-                 "record_type": 5, "member_id": new, "tombstone": False,
+                 "record_type": member_type, "member_id": new, "tombstone": False,
                  "record_json": json.dumps({"instance_id": "orders-1", "client_id": "c"})},
                 {"cluster": CLUSTER, "group": g, "log_partition": 0, "log_offset": 2 * n + 1, "log_ts": at(t + 0.001),
-                 "record_type": 5, "member_id": old, "tombstone": True, "record_json": None},
+                 "record_type": member_type, "member_id": old, "tombstone": True, "record_json": None},
             ]  # fmt: skip
     else:  # one generation throughout: the coordinator rewrote its metadata with each new member id
         for n, (mid, t) in enumerate(ids):
@@ -357,12 +362,12 @@ def test_build_reads_optional_tables_and_writes_parquet_and_json(spark: SparkSes
 
 
 @pytest.mark.parametrize(
-    ("record_type", "joined", "modelled"),
-    [(11, "consumer-member-joined", False), (None, "share-member-joined", False),
-     (None, "consumer-member-joined", True)],
+    ("record_type", "joined", "group_type"),
+    [(11, "consumer-member-joined", "share"), (None, "share-member-joined", "share"),
+     (None, "consumer-member-joined", "consumer")],
 )  # fmt: skip
-def test_a_share_or_streams_group_s_log_lines_are_not_read_as_a_kip848_group_s(
-    spark: SparkSession, record_type: int | None, joined: str, modelled: bool
+def test_a_share_group_s_log_lines_are_not_read_as_a_kip848_group_s(
+    spark: SparkSession, record_type: int | None, joined: str, group_type: str
 ) -> None:
     """A share group's coordinator lines are word for word a KIP-848 group's, but for its members' joins and leaves:
     the group's records or those lines tell them apart."""
@@ -381,7 +386,10 @@ def test_a_share_or_streams_group_s_log_lines_are_not_read_as_a_kip848_group_s(
         frame(spark, [], "vigil_events"),
         frame(spark, logs, "broker_log"),
     )
-    assert (out["rebalances"].count() > 0, out["members"].count() > 0) == (modelled, modelled)
+    rows = sorted(out["rebalances"].collect(), key=lambda r: r["generation"])
+    assert [(r["group_type"], r["generation"]) for r in rows] == [(group_type, 1), (group_type, 2)]
+    assert rows[1]["cause"] == "heartbeat-expiry"
+    assert [r["member_id"] for r in out["members"].collect()] == ["a"]
 
 
 def test_empty_inputs_give_empty_tables_with_their_columns(spark: SparkSession) -> None:
