@@ -111,18 +111,32 @@ def rebalances(
     vigil_after_s: float = 10.0,
 ) -> DataFrame:
     """Every rebalance of every group (see the module doc); columns as `SCHEMA`."""
-    shares = consumer.share_groups(consumer_group_records, broker_log)
-    share_log = broker_log.join(shares, ["cluster", "group"], "left_semi")
-    others_log = broker_log.join(shares, ["cluster", "group"], "left_anti")
-    classic_rows = classic.classic_rebalances(group_metadata, others_log)
-    consumer_rows = consumer.consumer_rebalances(consumer_group_records, others_log, consumer.CONSUMER)
-    streams_rows = consumer.consumer_rebalances(consumer_group_records, others_log, consumer.STREAMS)
-    share_rows = consumer.consumer_rebalances(consumer_group_records, share_log, consumer.SHARE)
-    every = classic_rows.unionByName(consumer_rows).unionByName(streams_rows).unionByName(share_rows)
+    kinds = consumer.present(consumer_group_records, broker_log)
+    every = observed(group_metadata, consumer_group_records, broker_log, kinds)
     both = with_trigger_pods(every, vigil_events)
     return attribute_vigil(both, vigil_events, before_s=vigil_before_s, after_s=vigil_after_s).select(
         *SCHEMA.fieldNames()
     )
+
+
+def observed(
+    group_metadata: DataFrame,
+    consumer_group_records: DataFrame,
+    broker_log: DataFrame,
+    kinds: tuple[consumer.EpochGroups, ...] = consumer.EPOCH_GROUPS,
+) -> DataFrame:
+    """The classic groups' rows and those of the epoch-based `kinds`, before vigil's attribution. `rebalances`
+    asks only for the kinds `consumer.present` finds: the others would add no row, only Spark plans and jobs."""
+    share_log = others_log = broker_log
+    if consumer.SHARE in kinds:
+        shares = consumer.share_groups(consumer_group_records, broker_log)
+        share_log = broker_log.join(shares, ["cluster", "group"], "left_semi")
+        others_log = broker_log.join(shares, ["cluster", "group"], "left_anti")
+    every = classic.classic_rebalances(group_metadata, others_log)
+    for kind in kinds:
+        log = share_log if kind is consumer.SHARE else others_log
+        every = every.unionByName(consumer.consumer_rebalances(consumer_group_records, log, kind))
+    return every
 
 
 def member_pods(vigil_events: DataFrame) -> DataFrame:

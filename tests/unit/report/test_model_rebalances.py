@@ -10,7 +10,7 @@ import importlib.util
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -345,13 +345,12 @@ def _record(group: str, kind: int, seconds: float, offset: int, **fields: Any) -
     return Row(**values)
 
 
-@pytest.mark.parametrize("kind", consumer.EPOCH_GROUPS, ids=lambda k: k.group_type)
-def test_epochs_members_causes_and_pending_revocation(spark: SparkSession, kind: consumer.EpochGroups) -> None:
-    """KIP-848, streams and share groups keep the same books under their own record types, state numbers and
-    first epoch (a streams group's first record is at epoch 2); a share group revokes nothing."""
+def _epoch_history(kind: consumer.EpochGroups, base: int) -> tuple[list[Row], dict[str, Any]]:
+    """One group's records: a joins, b joins (a gives two partitions or tasks up), an epoch compacted away, b leaves;
+    and a record of another epoch-based type in the same group. Returns the records and the pending assignment."""
     g = f"g-{kind.group_type}"
     meta, mem, assign, stable = kind.metadata_type, kind.member_type, kind.assignment_type, kind.stable_state
-    e1, e2, e3, e4 = range(kind.first_epoch, kind.first_epoch + 4)
+    e1, e2, _, e4 = range(kind.first_epoch, kind.first_epoch + 4)
     pending: dict[str, Any] = {"member_epoch": e1, "state": stable + 1}  # UNREVOKED_PARTITIONS / UNREVOKED_TASKS
     if kind.pending_field is not None:
         pending[kind.pending_field] = [{"topic_id": "x", "subtopology_id": "0", "partitions": [0, 1]}]
@@ -359,73 +358,90 @@ def test_epochs_members_causes_and_pending_revocation(spark: SparkSession, kind:
     def reached(epoch: int) -> str:
         return json.dumps({"member_epoch": epoch, "state": stable})
 
+    other = consumer.STREAMS if kind is consumer.CONSUMER else consumer.CONSUMER
     records = [
         # the first epoch: member a joins (its member record appended with the epoch record, same batch timestamp)
-        _record(g, mem, 10.0, 1, member_id="a", record_json='{"instance_id":null,"client_id":"a"}'),
-        _record(g, meta, 10.0, 2, epoch=e1, record_json=json.dumps({"epoch": e1})),
-        _record(g, assign, 10.5, 3, member_id="a", epoch=e1, record_json=reached(e1)),
+        _record(g, mem, 10.0, base + 1, member_id="a", record_json='{"instance_id":null,"client_id":"a"}'),
+        _record(g, meta, 10.0, base + 2, epoch=e1, record_json=json.dumps({"epoch": e1})),
+        _record(g, assign, 10.5, base + 3, member_id="a", epoch=e1, record_json=reached(e1)),
         # the second: member b joins; a must give partitions (tasks) 0 and 1 up
-        _record(g, mem, 20.0, 4, member_id="b", record_json='{"client_id":"b"}'),
-        _record(g, meta, 20.0, 5, epoch=e2, record_json=json.dumps({"epoch": e2})),
-        _record(g, assign, 20.1, 6, member_id="a", epoch=e1, record_json=json.dumps(pending)),
-        _record(g, assign, 20.6, 7, member_id="a", epoch=e2, record_json=reached(e2)),
+        _record(g, mem, 20.0, base + 4, member_id="b", record_json='{"client_id":"b"}'),
+        _record(g, meta, 20.0, base + 5, epoch=e2, record_json=json.dumps({"epoch": e2})),
+        _record(g, assign, 20.1, base + 6, member_id="a", epoch=e1, record_json=json.dumps(pending)),
+        _record(g, assign, 20.6, base + 7, member_id="a", epoch=e2, record_json=reached(e2)),
         # a streams group (4.4) rewrites its metadata record at the same epoch: not a rebalance
-        _record(g, meta, 20.7, 8, epoch=e2, record_json=json.dumps({"epoch": e2})),
-        _record(g, assign, 20.9, 9, member_id="b", epoch=e2, record_json=reached(e2)),
+        _record(g, meta, 20.7, base + 8, epoch=e2, record_json=json.dumps({"epoch": e2})),
+        _record(g, assign, 20.9, base + 9, member_id="b", epoch=e2, record_json=reached(e2)),
         # the third is compacted away; the fourth: member b leaves
-        _record(g, mem, 40.0, 10, member_id="b", tombstone=True, record_json=None),
-        _record(g, meta, 40.0, 11, epoch=e4, record_json=json.dumps({"epoch": e4})),
+        _record(g, mem, 40.0, base + 10, member_id="b", tombstone=True, record_json=None),
+        _record(g, meta, 40.0, base + 11, epoch=e4, record_json=json.dumps({"epoch": e4})),
+        # another epoch-based type's record in the same group is not this type's
+        _record(g, other.metadata_type, 50.0, base + 12, epoch=9, record_json='{"epoch":9}'),
     ]
-    # another epoch-based type's records in the same group are not this type's
-    other = consumer.STREAMS if kind is consumer.CONSUMER else consumer.CONSUMER
-    records.append(_record(g, other.metadata_type, 50.0, 12, epoch=9, record_json='{"epoch":9}'))
-    rows = [r for r in run(spark, records=records) if r["group_type"] == kind.group_type]
-    assert [(r["generation"], r["gap"], r["rebalances"]) for r in rows] == [
-        (e1, False, 1),
-        (e2, False, 1),
-        (e3, True, 1),
-        (e4, False, 1),
-    ]
-    observed = [r for r in rows if not r["gap"]]
-    assert {r["rebalance_protocol"] for r in rows} == {kind.group_type}
-    assert [r["cause"] for r in observed] == ["joined", "joined", "left"]
-    assert [r["members_after"] for r in observed] == [1, 2, 1]
-    # the group's first epoch (0 members before it); the third is unseen, so what came before the fourth is unknown
-    assert [r["members_before"] for r in observed] == [0, 1, None]
-    assert observed[0]["started"] == at(10.0)
-    assert observed[0]["duration_s"] == pytest.approx(0.5)
-    assert observed[1]["duration_s"] == pytest.approx(20.9 - 20.0)  # the last member reached the second epoch
-    assert observed[2]["stabilized"] is None  # nobody is left to reach the fourth
-    assert "stabilized unknown" in observed[2]["basis"]
-    assert kind.pending_basis in observed[1]["basis"]
-    if kind.pending_field is None:  # a share group's partitions are shared: nothing waits on a revocation
-        assert (observed[1]["partitions_unavailable"], observed[1]["unavailable_partition_s"]) == (None, None)
-        return
-    count = sum(len(tp["partitions"]) for tp in pending[kind.pending_field])
-    assert observed[1]["partitions_unavailable"] == count
-    assert observed[1]["unavailable_partition_s"] == pytest.approx(count * (20.6 - 20.1))
+    return records, pending
 
 
-@pytest.mark.parametrize("kind", consumer.EPOCH_GROUPS, ids=lambda k: k.group_type)
-def test_causes_from_the_log_win_over_records(spark: SparkSession, kind: consumer.EpochGroups) -> None:
-    g = f"g-{kind.group_type}log"
-    t = kind.group_type
-    fenced = "consumer-member-fenced" if t == "share" else f"{t}-member-fenced"  # a share group's reads as KIP-848's
-    logs = [
-        log(f"{t}-member-joined", g, 10.0, member_id="a", reason="consumer"),
-        log(kind.bump_event, g, 10.001, generation=1),
-        log(fenced, g, 30.0, member_id="a", reason="the member session expired"),
-        log(kind.bump_event, g, 30.0, generation=2),
-        log(f"{t}-member-left", g, 40.0, member_id="b", reason="vigil: kip-848 stall"),
-        log(kind.bump_event, g, 40.0, generation=3),
-    ]
-    rows = run(spark, logs=logs)
-    bumps = [x for x in logs if x["event"] == kind.bump_event]
-    causes = [bl.event_cause(x["event"], x["reason"]) for x in logs if x["event"] != kind.bump_event]
-    assert causes == ["joined", "heartbeat-expiry", "evicted-by-vigil"]
-    assert [(r["group_type"], r["generation"]) for r in rows] == [(t, b["generation"]) for b in bumps]
-    assert [r["cause"] for r in rows] == causes
-    assert [r["started"] for r in rows] == [b["ts"] for b in bumps]
+def test_epochs_members_causes_and_pending_revocation(spark: SparkSession) -> None:
+    """KIP-848, streams and share groups keep the same books under their own record types, state numbers and
+    first epoch (a streams group's first record is at epoch 2); a share group revokes nothing. One run for the
+    three (each type's pipeline is a Spark plan of its own)."""
+    histories = {kind: _epoch_history(kind, 100 * n) for n, kind in enumerate(consumer.EPOCH_GROUPS)}
+    out = run(spark, records=[r for records, _ in histories.values() for r in records])
+    for kind, (_, pending) in histories.items():
+        rows = [r for r in out if r["group"] == f"g-{kind.group_type}" and r["group_type"] == kind.group_type]
+        e1, e2, e3, e4 = range(kind.first_epoch, kind.first_epoch + 4)
+        assert [(r["generation"], r["gap"], r["rebalances"]) for r in rows] == [
+            (e1, False, 1),
+            (e2, False, 1),
+            (e3, True, 1),
+            (e4, False, 1),
+        ], kind.group_type
+        observed = [r for r in rows if not r["gap"]]
+        assert {r["rebalance_protocol"] for r in rows} == {kind.group_type}
+        assert [r["cause"] for r in observed] == ["joined", "joined", "left"], kind.group_type
+        assert [r["members_after"] for r in observed] == [1, 2, 1], kind.group_type
+        # the group's first epoch (0 members before it); the third is unseen, so what came before the fourth is
+        # unknown
+        assert [r["members_before"] for r in observed] == [0, 1, None], kind.group_type
+        assert observed[0]["started"] == at(10.0)
+        assert observed[0]["duration_s"] == pytest.approx(0.5)
+        assert observed[1]["duration_s"] == pytest.approx(20.9 - 20.0)  # the last member reached the second epoch
+        assert observed[2]["stabilized"] is None  # nobody is left to reach the fourth
+        assert "stabilized unknown" in observed[2]["basis"]
+        assert kind.pending_basis in observed[1]["basis"]
+        if kind.pending_field is None:  # a share group's partitions are shared: nothing waits on a revocation
+            assert (observed[1]["partitions_unavailable"], observed[1]["unavailable_partition_s"]) == (None, None)
+            continue
+        count = sum(len(tp["partitions"]) for tp in pending[kind.pending_field])
+        assert observed[1]["partitions_unavailable"] == count, kind.group_type
+        assert observed[1]["unavailable_partition_s"] == pytest.approx(count * (20.6 - 20.1))
+
+
+def test_causes_from_the_log_win_over_records(spark: SparkSession) -> None:
+    """Each type's member lines give its causes; the three types' groups in one history, one run."""
+    logs: dict[consumer.EpochGroups, list[Row]] = {}
+    for kind in consumer.EPOCH_GROUPS:
+        g = f"g-{kind.group_type}log"
+        t = kind.group_type
+        fenced = "consumer-member-fenced" if t == "share" else f"{t}-member-fenced"  # a share group's: KIP-848's
+        logs[kind] = [
+            log(f"{t}-member-joined", g, 10.0, member_id="a", reason="consumer"),
+            log(kind.bump_event, g, 10.001, generation=1),
+            log(fenced, g, 30.0, member_id="a", reason="the member session expired"),
+            log(kind.bump_event, g, 30.0, generation=2),
+            log(f"{t}-member-left", g, 40.0, member_id="b", reason="vigil: kip-848 stall"),
+            log(kind.bump_event, g, 40.0, generation=3),
+        ]
+    out = run(spark, logs=[x for lines in logs.values() for x in lines])
+    for kind, lines in logs.items():
+        t = kind.group_type
+        rows = [r for r in out if r["group"] == f"g-{t}log"]
+        bumps = [x for x in lines if x["event"] == kind.bump_event]
+        causes = [bl.event_cause(x["event"], x["reason"]) for x in lines if x["event"] != kind.bump_event]
+        assert causes == ["joined", "heartbeat-expiry", "evicted-by-vigil"]
+        assert [(r["group_type"], r["generation"]) for r in rows] == [(t, b["generation"]) for b in bumps]
+        assert [r["cause"] for r in rows] == causes, t
+        assert [r["started"] for r in rows] == [b["ts"] for b in bumps], t
 
 
 def _causes_table() -> list[tuple[str, str, str]]:
@@ -480,3 +496,37 @@ def test_empty_inputs_give_an_empty_table_with_the_schema(spark: SparkSession) -
     )
     assert out.schema.fieldNames() == rebalances.SCHEMA.fieldNames()
     assert out.count() == 0
+
+
+#: (record types, log events) → the epoch-based types `consumer.present` finds: a type's epochs come only from its
+#: metadata records and bump lines (share: any share record or line), so only those types' pipelines are built.
+PRESENT_CASES: Final = [
+    ((), (), ()),
+    ((5, 8), ("consumer-member-joined",), ()),  # no epoch record or bump line: no epoch to model
+    ((3,), (), ("consumer",)),
+    ((), ("streams-epoch-bumped",), ("streams",)),
+    ((), ("share-member-joined",), ("share",)),
+    ((10, 17), ("epoch-bumped",), ("consumer", "streams", "share")),
+]
+
+
+def test_only_the_types_the_input_has_epochs_of_are_modelled(spark: SparkSession) -> None:
+    for types, events, expected in PRESENT_CASES:
+        records = [_record("g", t, 10.0, n, epoch=2, member_id="m") for n, t in enumerate(types)]
+        logs = [log(e, "g", 10.0, generation=2 if e.endswith("bumped") else None) for e in events]
+        found = consumer.present(frame(spark, records, "consumer_group_records"), frame(spark, logs, "broker_log"))
+        assert tuple(k.group_type for k in found) == expected, (types, events)
+    # what it leaves out adds no row: a classic and a KIP-848 group's history, with and without the other pipelines
+    records = [_record("g", 3, 10.0, 0, epoch=1), _record("g", 5, 10.0, 1, member_id="m")]
+    logs = [log("consumer-member-joined", "g", 9.0, member_id="m"), log("epoch-bumped", "g", 10.0, generation=1),
+            log("member-failed", "c", 20.0, member_id="x"), log("stabilized", "c", 21.0, generation=2)]  # fmt: skip
+    inputs = (
+        frame(spark, [gm("c", 1, 5.0, [member("x")]), gm("c", 2, 21.0)], "group_metadata"),
+        frame(spark, records, "consumer_group_records"),
+        frame(spark, logs, "broker_log"),
+    )
+    kinds = consumer.present(inputs[1], inputs[2])
+    assert kinds == (consumer.CONSUMER,)
+    every, found = (rebalances.observed(*inputs, k).collect() for k in (consumer.EPOCH_GROUPS, kinds))
+    assert sorted(map(str, found)) == sorted(map(str, every))
+    assert {(r["group"], r["group_type"]) for r in found} == {("g", "consumer"), ("c", "classic")}

@@ -6,7 +6,7 @@ import json
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -361,35 +361,41 @@ def test_build_reads_optional_tables_and_writes_parquet_and_json(spark: SparkSes
     assert [(r["generation"], r["cause"]) for r in written] == [(1, "joined")]
 
 
-@pytest.mark.parametrize(
-    ("record_type", "joined", "group_type"),
-    [(11, "consumer-member-joined", "share"), (None, "share-member-joined", "share"),
-     (None, "consumer-member-joined", "consumer")],
-)  # fmt: skip
-def test_a_share_group_s_log_lines_are_not_read_as_a_kip848_group_s(
-    spark: SparkSession, record_type: int | None, joined: str, group_type: str
-) -> None:
+#: (its record type, its join line, the type it must be read as) for each group of the share-routing test
+SHARE_ROUTING: Final = {
+    "g-share-by-record": (11, "consumer-member-joined", "share"),
+    "g-share-by-line": (None, "share-member-joined", "share"),
+    "g-consumer": (None, "consumer-member-joined", "consumer"),
+}
+
+
+def test_a_share_group_s_log_lines_are_not_read_as_a_kip848_group_s(spark: SparkSession) -> None:
     """A share group's coordinator lines are word for word a KIP-848 group's, but for its members' joins and leaves:
-    the group's records or those lines tell them apart."""
-    g = "g-share"
-    logs = [
-        log(joined, g, 10.0, member_id="a", reason="consumer"),
-        log("epoch-bumped", g, 10.001, generation=1),
-        log("consumer-member-fenced", g, 30.0, member_id="a", reason="the member session expired"),
-        log("epoch-bumped", g, 30.0, generation=2),
-    ]
-    epoch = {"cluster": CLUSTER, "group": g, "log_partition": 0, "log_offset": 1, "log_ts": at(10.001),
-             "record_type": record_type, "tombstone": False, "epoch": 1, "record_json": "{}"}  # fmt: skip
+    the group's records or those lines tell them apart (three groups, one history, one run)."""
+    logs, records = [], []
+    for n, (g, (record_type, joined, _)) in enumerate(SHARE_ROUTING.items()):
+        logs += [
+            log(joined, g, 10.0, member_id=f"a-{g}", reason="consumer"),
+            log("epoch-bumped", g, 10.001, generation=1),
+            log("consumer-member-fenced", g, 30.0, member_id=f"a-{g}", reason="the member session expired"),
+            log("epoch-bumped", g, 30.0, generation=2),
+        ]
+        if record_type is not None:
+            records.append({"cluster": CLUSTER, "group": g, "log_partition": 0, "log_offset": n,
+                            "log_ts": at(10.001), "record_type": record_type, "tombstone": False, "epoch": 1,
+                            "record_json": "{}"})  # fmt: skip
     out = model.compute(
         frame(spark, [], "group_metadata"),
-        frame(spark, [epoch] if record_type is not None else [], "consumer_group_records"),
+        frame(spark, records, "consumer_group_records"),
         frame(spark, [], "vigil_events"),
         frame(spark, logs, "broker_log"),
     )
-    rows = sorted(out["rebalances"].collect(), key=lambda r: r["generation"])
-    assert [(r["group_type"], r["generation"]) for r in rows] == [(group_type, 1), (group_type, 2)]
-    assert rows[1]["cause"] == "heartbeat-expiry"
-    assert [r["member_id"] for r in out["members"].collect()] == ["a"]
+    rows = sorted(out["rebalances"].collect(), key=lambda r: (r["group"], r["generation"]))
+    assert [(r["group"], r["group_type"], r["generation"]) for r in rows] == [
+        (g, group_type, n) for g, (_, _, group_type) in sorted(SHARE_ROUTING.items()) for n in (1, 2)
+    ]
+    assert {r["cause"] for r in rows if r["generation"] == 2} == {"heartbeat-expiry"}
+    assert sorted(r["member_id"] for r in out["members"].collect()) == sorted(f"a-{g}" for g in SHARE_ROUTING)
 
 
 def test_empty_inputs_give_empty_tables_with_their_columns(spark: SparkSession) -> None:
