@@ -102,6 +102,11 @@ class OperatorSettings(BaseModel):
     empty), make them when it is empty, rotate them before they expire without a moment the apiserver would not
     trust what is served, and reload them in place; the webhook configurations `webhook_configuration` get the CA
     bundle. Instead of `webhook_cert` (the chart's `webhook.operatorCertificates`)."""
+    webhook_adopt_secret: KubeName | None = None
+    """A Secret of `namespace` holding the certificate served before `webhook_secret` was used (the chart's own,
+    `ca.crt`/`tls.crt`/`tls.key`): while `webhook_secret` is empty, its CA and certificate are taken over as the
+    outgoing ones of a rotation to a new CA, so a switch to operator-kept certificates never serves a certificate
+    the apiserver does not trust yet. Missing or unusable: a new CA and certificate are made."""
     webhook_configuration: KubeName | None = None
     """The Mutating- and ValidatingWebhookConfiguration (one name for both) whose caBundle the operator keeps, with
     `webhook_secret`."""
@@ -126,6 +131,8 @@ class OperatorSettings(BaseModel):
             raise ValueError("--webhook-secret and --webhook-configuration go together")
         if self.webhook_secret is not None and self.webhook_cert is not None:
             raise ValueError("--webhook-secret (the operator keeps the certificate) or --webhook-cert, not both")
+        if self.webhook_adopt_secret is not None and self.webhook_secret is None:
+            raise ValueError("--webhook-adopt-secret hands a certificate over to --webhook-secret: set both")
         if self.webhook_secret is not None and self.webhook_managed:
             raise ValueError("--webhook-secret keeps the caBundle of the chart's webhooks: not with --webhook-managed")
         return self

@@ -77,6 +77,31 @@ def _material(pems: Mapping[str, bytes], annotations: Mapping[str, str]) -> cert
     )
 
 
+@dataclass(frozen=True)
+class Predecessor:
+    """The certificate served before (`--webhook-adopt-secret`), as the plan sees it and as PEMs to take over."""
+
+    facts: certs.Predecessor
+    ca_pem: bytes
+    cert_pem: bytes
+    key_pem: bytes
+
+
+def predecessor(secret: Mapping[str, Any] | None) -> Predecessor | None:
+    """The chart's Secret's CA (its first certificate) and serving certificate; None when missing or unreadable."""
+    data = (secret or {}).get("data") or {}
+    try:
+        pems = {key: base64.b64decode(data[key]) for key in ("ca.crt", "tls.crt", "tls.key")}
+        ca = x509.load_pem_x509_certificates(pems["ca.crt"])[0]
+        leaf = x509.load_pem_x509_certificate(pems["tls.crt"])
+        serialization.load_pem_private_key(pems["tls.key"], password=None)
+    except (KeyError, ValueError, TypeError, IndexError):
+        return None
+    facts = certs.Predecessor(_cert(ca, ca), _cert(leaf, ca if _signed_by(leaf, ca) else None))
+    ca_pem = ca.public_bytes(serialization.Encoding.PEM)
+    return Predecessor(facts, ca_pem, pems["tls.crt"], pems["tls.key"])
+
+
 def _cert(cert: x509.Certificate, issuer: x509.Certificate | None) -> certs.Cert:
     return certs.Cert(
         fingerprint=pki.fingerprint(cert),
@@ -142,6 +167,7 @@ class WebhookTLS:
         self.kube = kube
         self.namespace = settings.namespace
         self.secret = settings.webhook_secret
+        self.adopt_secret = settings.webhook_adopt_secret
         self.configuration = settings.webhook_configuration
         self.hosts = service_names(host)
         self.policy = certs.Policy(
@@ -160,9 +186,12 @@ class WebhookTLS:
         """The server's TLS context with the Secret's certificate, made first if the Secret has none usable."""
         stored = await self._read()
         if stored.material is None:
-            log.info("webhook TLS: Secret %s/%s holds no usable certificate: making a CA and one", self.namespace,
-                     self.secret)  # fmt: skip
-            await self._apply(stored, certs.Create("none yet"), _now())
+            before = await self._predecessor()
+            now = _now()
+            first = certs.plan(None, None, now, self.policy, before.facts if before is not None else None)
+            log.info("webhook TLS: Secret %s/%s holds no usable certificate: %s (%s)", self.namespace, self.secret,
+                     type(first).__name__, first.why if not isinstance(first, certs.Wait) else "")  # fmt: skip
+            await self._apply(stored, first, now, before)
             stored = await self._read()
             if stored.material is not None and not stored.material.bundle_published_at:
                 try:
@@ -228,12 +257,13 @@ class WebhookTLS:
         for _ in range(8):
             stored = await self._read()
             published = fingerprints(await self.kube.webhook_bundles(self.configuration))
+            before = await self._predecessor() if stored.material is None else None
             now = _now()
-            step = certs.plan(stored.material, published, now, self.policy)
+            step = certs.plan(stored.material, published, now, self.policy, before.facts if before else None)
             if isinstance(step, certs.Wait):
                 return step
             log.info("webhook TLS: %s (%s)", type(step).__name__, step.why)
-            if not await self._apply(stored, step, now):
+            if not await self._apply(stored, step, now, before):
                 continue  # another writer changed the Secret since it was read: plan again on what it wrote
         return certs.Wait(_now() + datetime.timedelta(seconds=self.tick))
 
@@ -243,7 +273,18 @@ class WebhookTLS:
             raise KubeError(f"Secret {self.namespace}/{self.secret} does not exist (the chart creates it, empty)")
         return parse(secret)
 
-    async def _apply(self, stored: Stored, step: certs.Step, now: datetime.datetime) -> bool:
+    async def _predecessor(self) -> Predecessor | None:
+        """The chart's certificate to take over (`--webhook-adopt-secret`), if there is one and it reads."""
+        if self.adopt_secret is None:
+            return None
+        found = predecessor(await self.kube.secret(self.namespace, self.adopt_secret))
+        if found is None:
+            log.info("webhook TLS: no certificate to take over in Secret %s/%s", self.namespace, self.adopt_secret)
+        return found
+
+    async def _apply(
+        self, stored: Stored, step: certs.Step, now: datetime.datetime, before: Predecessor | None = None
+    ) -> bool:
         """Write what `step` changes; False when the Secret changed since `stored` was read (nothing written)."""
         data: dict[str, bytes] = {}
         annotations: dict[str, str | None] = {}
@@ -256,6 +297,16 @@ class WebhookTLS:
                 # a rotation asked before there was anything to rotate is done by this
                 asked = stored.annotations.get(certs.ROTATE_ANNOTATION, "")
                 annotations = {PUBLISHED_AT: None, ISSUED_AT: now.isoformat(), ROTATED_FOR: asked}
+            case certs.Adopt():
+                if before is None:
+                    raise ValueError("Adopt planned without the certificate to take over")
+                ca = pki.new_ca(f"{CA_NAME} {now:%Y-%m-%dT%H:%M:%SZ}", validity=self.policy.ca_validity)
+                data = {"ca.crt": before.ca_pem + ca.cert_pem(), "ca.key": ca.key_pem(), "tls.crt": before.cert_pem,
+                        "tls.key": before.key_pem}  # fmt: skip
+                asked = stored.annotations.get(certs.ROTATE_ANNOTATION, "")
+                annotations = {PUBLISHED_AT: None, ISSUED_AT: None, ROTATED_FOR: asked}
+                log.info("webhook TLS: took over the certificate of Secret %s/%s; a new CA is trusted beside its CA "
+                         "before it signs what is served", self.namespace, self.adopt_secret)  # fmt: skip
             case certs.Publish():
                 await self.kube.set_webhook_bundles(
                     self.configuration, base64.b64encode(stored.pems["ca.crt"]).decode()

@@ -11,6 +11,7 @@ never readiness.
 
 import base64
 import copy
+import datetime
 import json
 import re
 import ssl
@@ -39,7 +40,7 @@ from vigil_dev.testing.kube_fixtures import Kube, exists, install_crd, read_json
 from vigil_dev.testing.operator import RunningOperator, reading, start_operator
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator import cli as operator_cli
-from vigil_operator import crd
+from vigil_operator import crd, pki
 from vigil_operator import settings as operator_settings
 from vigil_operator.domain.injection import GROUP_ANNOTATION, INJECT_LABEL, INJECTED_ANNOTATION, SIDECAR_NAME
 from vigil_operator.metrics import OperatorMetrics
@@ -245,6 +246,7 @@ MATRIX: dict[str, dict[str, Any]] = {
         "webhook": {"operatorCertificates": {"enabled": True, "caValidityDays": 90, "propagationSeconds": 30}},
         "rbac": {"scope": "namespaced"},
     },
+    "chart-certificates": {"webhook": {"operatorCertificates": {"enabled": False}}},
     "cert-manager-cluster-issuer": {
         "webhook": {"certManager": {"enabled": True, "issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}}
     },
@@ -418,8 +420,10 @@ def _check_operator_command_line(objects: list[Obj], namespace: str, values: dic
         assert settings.webhook_port == webhook.get("port", 9443)
         assert settings.webhook_bind == "0.0.0.0"  # noqa: S104 - the apiserver calls in through the Service
         assert not settings.webhook_managed  # the chart owns the configurations
-        if webhook.get("operatorCertificates", {}).get("enabled"):
+        if operator_certificates(webhook):
             assert settings.webhook_secret is not None
+            assert settings.webhook_adopt_secret is not None  # the chart's own, taken over when switching from it
+            assert settings.webhook_adopt_secret.endswith("-webhook-tls")
             assert settings.webhook_cert is None
         else:
             assert settings.webhook_cert is not None
@@ -533,7 +537,7 @@ def _check_webhooks(objects: list[Obj], namespace: str, values: dict[str, Any]) 
             assert own["spec"] == {"selfSigned": {}}
         else:
             assert (issuer["kind"], issuer["name"]) == ("ClusterIssuer", "ca")
-    elif webhook.get("operatorCertificates", {}).get("enabled"):
+    elif operator_certificates(webhook):
         _check_operator_certificates(objects, namespace, config)
     else:
         (secret,) = find(objects, "Secret")
@@ -543,9 +547,18 @@ def _check_webhooks(objects: list[Obj], namespace: str, values: dict[str, Any]) 
         _check_serving_cert(secret, f"{service['metadata']['name']}.{namespace}.svc")
 
 
+def operator_certificates(webhook: dict[str, Any]) -> bool:
+    """Whether the operator keeps the webhook's certificates with these values: the default, unless cert-manager."""
+    return bool(
+        webhook.get("operatorCertificates", {}).get("enabled", True)
+        and not webhook.get("certManager", {}).get("enabled")
+    )
+
+
 def _check_operator_certificates(objects: list[Obj], namespace: str, config: Obj) -> None:
     """The operator's own certificates: an empty Secret for them, no caBundle and no certificate in any manifest (a
-    render makes none), and RBAC for that Secret and the two configurations by name, nothing more."""
+    render makes none), and RBAC for that Secret and the two configurations by name, and to read the chart's own
+    Secret it takes over when switching from it, nothing more."""
     (secret,) = find(objects, "Secret")
     assert "data" not in secret
     assert secret["type"] == "Opaque"
@@ -560,8 +573,10 @@ def _check_operator_certificates(objects: list[Obj], namespace: str, config: Obj
     (role,) = [o for o in find(objects, "Role") if o["metadata"]["name"].endswith("-operator-webhook-certs")]
     assert role["metadata"]["namespace"] == namespace
     name = secret["metadata"]["name"]
+    chart_secret = name.removesuffix("-webhook-certs") + "-webhook-tls"
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [name], "verbs": ["get", "patch"]}
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [name], "verbs": ["get", "patch"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [chart_secret], "verbs": ["get"]},
     ]
     (cluster_role,) = [o for o in find(objects, "ClusterRole") if o["metadata"]["name"].endswith("-webhook-certs")]
     (rule,) = cluster_role["rules"]
@@ -878,7 +893,8 @@ def test_install_upgrade_uninstall_on_the_real_apiserver(
     rbac = client.RbacAuthorizationV1Api(kube.api)
     batch = client.BatchV1Api(kube.api)
     crd_before = exists(lambda: ext.read_custom_resource_definition(crd.NAME))
-    values = tools.values_file(release, merged(REPORT_ON, {"webhook": {"failurePolicy": "Fail"}}))
+    chart_certs = {"webhook": {"failurePolicy": "Fail", "operatorCertificates": {"enabled": False}}}
+    values = tools.values_file(release, merged(REPORT_ON, chart_certs))
 
     installed = tools.helm("install", release, str(chart.CHART), "--namespace", namespace, "-f", str(values))
     assert installed.returncode == 0, installed.output
@@ -941,6 +957,34 @@ def test_install_upgrade_uninstall_on_the_real_apiserver(
     assert "--resync-seconds=45" in args  # the upgrade did change what it should
     template_after = kube.apps.read_namespaced_deployment(f"{full}-operator", namespace).spec.template
     assert template_after.metadata.annotations["checksum/webhook-tls"] == checksum  # same certificate, same hash
+
+    # -- switching to the operator's own certificates: the chart's CA stays trusted, its Secret stays to be taken
+    # over, until the operator's Secret holds a bundle; then every upgrade renders that bundle (none removes it)
+    def switch() -> None:
+        switched = tools.helm(
+            "upgrade", release, str(chart.CHART), "--namespace", namespace, "-f", str(values), "--set",
+            "operator.resyncSeconds=45", "--set", "webhook.operatorCertificates.enabled=true",
+        )  # fmt: skip
+        assert switched.returncode == 0, switched.output
+
+    def trusted() -> set[str]:
+        configs = (admission.read_mutating_webhook_configuration(full),
+                   admission.read_validating_webhook_configuration(full))  # fmt: skip
+        return {h.client_config.ca_bundle for c in configs for h in c.webhooks}
+
+    switch()
+    assert kube.core.read_namespaced_secret(f"{full}-webhook-tls", namespace).data == secret
+    assert not kube.core.read_namespaced_secret(f"{full}-webhook-certs", namespace).data  # the operator's: empty
+    assert trusted() == {secret["ca.crt"]}
+    args = kube.apps.read_namespaced_deployment(f"{full}-operator", namespace).spec.template.spec.containers[0].args
+    assert f"--webhook-adopt-secret={full}-webhook-tls" in args
+    # the operator's takeover as it writes it (no operator runs here): the chart's CA and a new one, in its Secret
+    own_ca = pki.new_ca("takeover", validity=datetime.timedelta(days=1)).cert_pem()
+    bundle = base64.b64encode(base64.b64decode(secret["ca.crt"]) + own_ca).decode()
+    kube.core.patch_namespaced_secret(f"{full}-webhook-certs", namespace, {"data": {"ca.crt": bundle}})
+    switch()
+    assert not exists(lambda: kube.core.read_namespaced_secret(f"{full}-webhook-tls", namespace))  # taken over
+    assert trusted() == {bundle}
 
     uninstalled = tools.helm("uninstall", release, "--namespace", namespace)
     assert uninstalled.returncode == 0, uninstalled.output

@@ -209,7 +209,10 @@ def test_upgrade_from_the_previous_chart_keeps_the_consumer_group_and_its_status
                    admission.read_validating_webhook_configuration(full)):  # fmt: skip
         assert {h.client_config.ca_bundle for h in config.webhooks} == {secret["ca.crt"]}
     assert unlike(tools, namespace, new_objects) == []  # every object of vN+1 exists, as vN+1 renders it
-    assert sorted(o for o in old_objects.keys() - new_objects.keys() if live(tools, namespace, *o)) == []
+    # what vN+1 dropped is gone, but for vN's webhook certificate: kept for the operator to take over (vN+1's
+    # default is the operator's own certificates; no operator runs here to take it over)
+    dropped = sorted(o for o in old_objects.keys() - new_objects.keys() if live(tools, namespace, *o))
+    assert dropped == [("Secret", f"{full}-webhook-tls")]
 
     # -- a rollback and a second upgrade leave the CR alone ----------------------------------------------------
     rolled = tools.helm("rollback", release, "1", "--namespace", namespace)

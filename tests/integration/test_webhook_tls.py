@@ -12,7 +12,7 @@ import asyncio
 import base64
 import datetime
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from kubernetes import client, config
 
+from vigil_dev.testing.chart import Tools, find
 from vigil_dev.testing.clients import unique
 from vigil_dev.testing.kube_fixtures import Kube
 from vigil_dev.testing.waiting import bound
@@ -67,6 +68,20 @@ def configuration(kube: Kube, namespace: str) -> Iterator[str]:
         admission.delete_validating_webhook_configuration(name)
 
 
+def set_bundles(kube: Kube, name: str, pem: bytes) -> None:
+    """Both configurations' caBundle, as the chart renders it."""
+    admission = client.AdmissionregistrationV1Api(kube.api)
+    bundle = base64.b64encode(pem).decode()
+    for read, replace in (
+        (admission.read_mutating_webhook_configuration, admission.replace_mutating_webhook_configuration),
+        (admission.read_validating_webhook_configuration, admission.replace_validating_webhook_configuration),
+    ):
+        found: Any = read(name)
+        for hook in found.webhooks:
+            hook.client_config.ca_bundle = bundle
+        replace(name, found)
+
+
 def bundles(kube: Kube, name: str) -> list[bytes]:
     admission = client.AdmissionregistrationV1Api(kube.api)
     found: list[Any] = [
@@ -110,21 +125,77 @@ async def handshake(port: int, host: str, trusted: bytes) -> bytes:
     return bytes(der)
 
 
-def test_a_forced_rotation_never_serves_a_certificate_the_configurations_do_not_trust(
-    kube: Kube, namespace: str, configuration: str, tmp_path: Path
-) -> None:
+State = tuple[list[str], str]
+"""(the CAs a configuration trusts, the one that signed what is served), fingerprints."""
+
+
+async def watch_handshakes(
+    kube: Kube,
+    tls: WebhookTLS,
+    context: ssl.SSLContext,
+    *,
+    names: tuple[str, str, str],
+    done: Callable[[dict[str, str], list[State]], bool],
+) -> list[State]:
+    """Serve with `context` (reloaded in place) while the plan's steps run, and handshake every 0.1 s trusting
+    exactly what each configuration holds: each state seen, until `done` (the Secret's annotations, the states).
+    `names`: the namespace, the operator's Secret, the configurations."""
+    namespace, secret, configuration = names
+    host = f"{SERVICE}.{namespace}.svc"
+
+    async def answer(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"ok")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=context)
+    port = server.sockets[0].getsockname()[1]
+    tasks = [asyncio.create_task(tls.reload(context)), asyncio.create_task(tls.keep(Always()))]
+    seen: list[State] = []
+    try:
+        deadline = asyncio.get_running_loop().time() + bound(10 * PROPAGATION + 20)
+        while asyncio.get_running_loop().time() < deadline:
+            trusted = await asyncio.to_thread(bundles, kube, configuration)
+            for bundle in dict.fromkeys(trusted):  # an apiserver calls through either: each must trust it
+                served = await handshake(port, host, bundle)  # fails if this configuration does not trust it
+            if len(set(trusted)) == 1:  # not between the two configurations' patches (two objects, two writes)
+                state = (fingerprints(trusted[0]), signer_of(served, trusted[0]))
+                if not seen or seen[-1] != state:
+                    seen.append(state)
+            _, annotations = await asyncio.to_thread(secret_state, kube, namespace, secret)
+            if seen and done(annotations, seen):
+                return seen
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"the rotation did not finish: {seen}")
+    finally:
+        for task in tasks:
+            task.cancel()
+        server.close()
+
+
+def operator_tls(
+    kube: Kube, namespace: str, configuration: str, tmp_path: Path, adopt: str | None = None
+) -> tuple[WebhookTLS, KubeApi, str]:
+    """The chart's empty Secret, and the operator's WebhookTLS on it (taking over `adopt`, if given)."""
     secret = unique("vigil-webhook-certs")
     kube.core.create_namespaced_secret(namespace, {"metadata": {"name": secret}, "type": "Opaque"})
     host = f"{SERVICE}.{namespace}.svc"
     settings = OperatorSettings(
-        namespace=namespace, webhook_secret=secret, webhook_configuration=configuration,
+        namespace=namespace, webhook_secret=secret, webhook_configuration=configuration, webhook_adopt_secret=adopt,
         webhook_cert_propagation=PROPAGATION, state_dir=tmp_path, webhook_host=host,
     )  # fmt: skip
     loader: Any = config
     api = KubeApi(loader.new_client_from_config(config_file=str(kube.kubeconfig)))
-    tls = WebhookTLS(api, settings, host)
+    return WebhookTLS(api, settings, host), api, secret
 
-    async def scenario() -> list[tuple[list[str], str]]:
+
+def test_a_forced_rotation_never_serves_a_certificate_the_configurations_do_not_trust(
+    kube: Kube, namespace: str, configuration: str, tmp_path: Path
+) -> None:
+    tls, api, secret = operator_tls(kube, namespace, configuration, tmp_path)
+    host = f"{SERVICE}.{namespace}.svc"
+
+    async def scenario() -> list[State]:
         context = await tls.context()
         data, _ = secret_state(kube, namespace, secret)
         assert set(data) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
@@ -132,37 +203,13 @@ def test_a_forced_rotation_never_serves_a_certificate_the_configurations_do_not_
         leaf = x509.load_pem_x509_certificate(data["tls.crt"])
         names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         assert set(names.get_values_for_type(x509.DNSName)) >= {SERVICE, host, f"{host}.cluster.local"}
-
-        async def answer(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            writer.write(b"ok")
-            await writer.drain()
-            writer.close()
-
-        server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=context)
-        port = server.sockets[0].getsockname()[1]
-        tasks = [asyncio.create_task(tls.reload(context)), asyncio.create_task(tls.keep(Always()))]
-        seen: list[tuple[list[str], str]] = []
-        try:
-            patch = {"metadata": {"annotations": {ROTATE_ANNOTATION: "now"}}}
-            await asyncio.to_thread(kube.core.patch_namespaced_secret, secret, namespace, patch)
-            deadline = asyncio.get_running_loop().time() + bound(10 * PROPAGATION + 20)
-            while asyncio.get_running_loop().time() < deadline:
-                trusted = await asyncio.to_thread(bundles, kube, configuration)
-                for bundle in dict.fromkeys(trusted):  # an apiserver calls through either: each must trust it
-                    served = await handshake(port, host, bundle)  # fails if this configuration does not trust it
-                if len(set(trusted)) == 1:  # not between the two configurations' patches (two objects, two writes)
-                    state = (fingerprints(trusted[0]), signer_of(served, trusted[0]))
-                    if not seen or seen[-1] != state:
-                        seen.append(state)
-                data, annotations = await asyncio.to_thread(secret_state, kube, namespace, secret)
-                if annotations.get(ROTATED_FOR) == "now" and len(seen[-1][0]) == 1 and len(seen) > 1:
-                    return seen
-                await asyncio.sleep(0.1)
-            raise AssertionError(f"the rotation did not finish: {seen}")
-        finally:
-            for task in tasks:
-                task.cancel()
-            server.close()
+        patch = {"metadata": {"annotations": {ROTATE_ANNOTATION: "now"}}}
+        await asyncio.to_thread(kube.core.patch_namespaced_secret, secret, namespace, patch)
+        return await watch_handshakes(
+            kube, tls, context, names=(namespace, secret, configuration),
+            done=lambda annotations, seen: annotations.get(ROTATED_FOR) == "now" and len(seen[-1][0]) == 1
+            and len(seen) > 1,
+        )  # fmt: skip
 
     started = datetime.datetime.now(datetime.UTC)
     try:
@@ -173,3 +220,39 @@ def test_a_forced_rotation_never_serves_a_certificate_the_configurations_do_not_
     # trusted {old} serving old → {old, new} serving old → {old, new} serving new → {new} serving new
     assert seen == [([old], old), ([old, new], old), ([old, new], new), ([new], new)], seen
     print(f"rotation from {old[:12]} to {new[:12]} in {(datetime.datetime.now(datetime.UTC) - started).seconds} s")
+
+
+def test_taking_over_the_chart_s_certificate_never_serves_one_the_configurations_do_not_trust(
+    kube: Kube, namespace: str, configuration: str, tmp_path: Path
+) -> None:
+    """A release switching from the chart's certificate (the chart's own render of it: RSA, from Helm's genCA) to
+    the operator's: the configurations trust the chart's CA, the operator's Secret is empty. The operator serves the
+    chart's certificate on, with a CA of its own beside the chart's, then moves to its own."""
+    tools = Tools.from_binaries(kube.cluster.binaries, kube.kubeconfig, tmp_path / "helm")
+    release = SERVICE.removesuffix("-webhook")  # the chart's Service is then SERVICE, as the hooks call
+    rendered = tools.template(release, namespace, {"webhook": {"operatorCertificates": {"enabled": False}}}, "chart")
+    (chart_secret,) = find(rendered, "Secret", f"{release}-webhook-tls")
+    body = {"metadata": {"name": f"{release}-webhook-tls"}, "type": "kubernetes.io/tls", "data": chart_secret["data"]}
+    kube.core.create_namespaced_secret(namespace, body)
+    chart_ca = base64.b64decode(chart_secret["data"]["ca.crt"])
+    set_bundles(kube, configuration, chart_ca)
+    tls, api, secret = operator_tls(kube, namespace, configuration, tmp_path, adopt=f"{release}-webhook-tls")
+
+    async def scenario() -> list[State]:
+        context = await tls.context()
+        return await watch_handshakes(
+            kube, tls, context, names=(namespace, secret, configuration),
+            done=lambda _, seen: len(seen[-1][0]) == 1 and seen[-1][0][0] != fingerprints(chart_ca)[0],
+        )  # fmt: skip
+
+    try:
+        seen = asyncio.run(scenario())
+    finally:
+        api.close()
+    (chart,), own = fingerprints(chart_ca), seen[-1][0][0]
+    # the chart's certificate served on beside a new CA → the new CA's certificate → the chart's CA dropped
+    assert seen == [([chart, own], chart), ([chart, own], own), ([own], own)], seen
+    data, _ = secret_state(kube, namespace, secret)
+    assert x509.load_pem_x509_certificate(data["tls.crt"]) != x509.load_pem_x509_certificate(
+        base64.b64decode(chart_secret["data"]["tls.crt"])
+    )

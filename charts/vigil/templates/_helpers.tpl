@@ -53,6 +53,42 @@ than the chart-generated one's, whose type (kubernetes.io/tls) could not change 
 {{- printf "%s-webhook-certs" (include "vigil.fullname" .) -}}
 {{- end -}}
 
+{{/*
+With the operator's own certificates (webhook.operatorCertificates): the CA bundle the webhook configurations
+trust now, base64, so that no upgrade removes it — the operator's Secret's bundle once it has written one, else the
+chart-generated Secret's CA while switching from it (the operator then takes that certificate over: its CA stays
+trusted until a new one has taken over). Empty on a first install and under `helm template` (no lookups): the
+operator writes the bundle.
+*/}}
+{{- define "vigil.operatorCABundle" -}}
+{{- $own := lookup "v1" "Secret" .Release.Namespace (include "vigil.webhookCertsSecret" .) -}}
+{{- $chart := lookup "v1" "Secret" .Release.Namespace (include "vigil.webhookSecret" .) -}}
+{{- if and $own $own.data (index $own.data "ca.crt") -}}
+{{- index $own.data "ca.crt" -}}
+{{- else if and $chart $chart.data (index $chart.data "ca.crt") -}}
+{{- index $chart.data "ca.crt" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The chart-generated Secret as it is, while the operator has not yet taken it over (its own Secret still empty): so
+that the upgrade switching to webhook.operatorCertificates does not delete it before the operator reads it. The
+next upgrade after the takeover lets it go.
+*/}}
+{{- define "vigil.secretToHandOver" -}}
+{{- $own := lookup "v1" "Secret" .Release.Namespace (include "vigil.webhookCertsSecret" .) -}}
+{{- $chart := lookup "v1" "Secret" .Release.Namespace (include "vigil.webhookSecret" .) -}}
+{{- if and (not (and $own $own.data (index $own.data "ca.crt"))) $chart $chart.data (index $chart.data "tls.crt") -}}
+{{- toYaml $chart.data -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the operator keeps the webhook's certificates (webhook.operatorCertificates, the default;
+cert-manager, when enabled, takes precedence). */}}
+{{- define "vigil.operatorWebhookCerts" -}}
+{{- if and .Values.webhook.enabled .Values.webhook.operatorCertificates.enabled (not .Values.webhook.certManager.enabled) -}}true{{- end -}}
+{{- end -}}
+
 {{/* "true" when the chart generates the webhook's TLS material itself (neither cert-manager nor the operator). */}}
 {{- define "vigil.chartWebhookTLS" -}}
 {{- if and .Values.webhook.enabled (not .Values.webhook.certManager.enabled) (not .Values.webhook.operatorCertificates.enabled) -}}true{{- end -}}

@@ -12,6 +12,10 @@ still be served:
 
 A serving certificate renewed under the same CA changes no trust and is reissued at once. One step per call: the
 caller applies it, records what it did, and asks again (`Wait` says until when nothing is due).
+
+Taking over from the chart's certificate (what an upgrade to operator-kept certificates meets: the apiservers
+trust the chart's CA, the replicas still running serve its certificate) is the same rotation begun half way: the
+chart's CA and certificate are adopted as the outgoing ones, beside a new CA that signs nothing yet.
 """
 
 import datetime
@@ -58,6 +62,18 @@ class Material:
 
 
 @dataclass(frozen=True)
+class Predecessor:
+    """The certificate served before the operator kept its own (the chart's Secret): its CA and its certificate."""
+
+    ca: Cert
+    leaf: Cert
+
+    def servable(self, now: datetime.datetime) -> bool:
+        """Its CA signed its certificate and neither has expired: worth serving on while a new CA becomes trusted."""
+        return self.leaf.issuer == self.ca.fingerprint and now < min(self.leaf.not_after, self.ca.not_after)
+
+
+@dataclass(frozen=True)
 class Policy:
     ca_validity: datetime.timedelta = datetime.timedelta(days=365)
     leaf_validity: datetime.timedelta = datetime.timedelta(days=30)
@@ -70,6 +86,14 @@ class Policy:
 @dataclass(frozen=True)
 class Create:
     """No material yet (or none readable): a CA and a serving certificate, the bundle that CA alone."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class Adopt:
+    """No material yet, but the predecessor's certificate is trusted and served: its CA and certificate kept as the
+    outgoing ones, a new CA beside them (the bundle both, unpublished), as after an `AddCA`."""
 
     why: str
 
@@ -107,13 +131,22 @@ class Wait:
     until: datetime.datetime
 
 
-Step = Create | Publish | AddCA | IssueLeaf | DropOldCAs | Wait
+Step = Create | Adopt | Publish | AddCA | IssueLeaf | DropOldCAs | Wait
 
 
-def plan(material: Material | None, published: frozenset[str] | None, now: datetime.datetime, policy: Policy) -> Step:
+def plan(
+    material: Material | None,
+    published: frozenset[str] | None,
+    now: datetime.datetime,
+    policy: Policy,
+    predecessor: Predecessor | None = None,
+) -> Step:
     """The next step; `published` is the set of CA fingerprints in the webhook configurations' caBundle (None: a
-    configuration is missing, or their bundles differ)."""
+    configuration is missing, or their bundles differ); `predecessor`, the certificate served before (read only
+    while there is no material)."""
     if material is None:
+        if predecessor is not None and predecessor.servable(now):
+            return Adopt("the chart's certificate is served: its CA stays trusted until a new one has taken over")
         return Create("no webhook certificate yet")
     bundle = frozenset(ca.fingerprint for ca in material.bundle)
     if published != bundle or material.bundle_published_at is None:

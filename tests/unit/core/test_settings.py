@@ -293,6 +293,8 @@ def test_a_bad_operator_flag_exits_2_with_one_line(
         (["--leader-lease", "vigil operator"], "--leader-lease: expected a Kubernetes name ("),
         (["--events-topic", "vigil/events"], "--events-topic: expected a Kafka topic name ("),
         (["--webhook-secret", "Certs", "--webhook-configuration", "vigil"], "--webhook-secret: expected a Kubernetes"),
+        (["--webhook-adopt-secret", "vigil-webhook-tls"],
+         "--webhook-adopt-secret hands a certificate over to --webhook-secret: set both"),
         (["--sidecar-image-pull-secret", "regcred", "--sidecar-image-pull-secret", "Reg"],
          "--sidecar-image-pull-secret: expected a Kubernetes name ("),
     ],

@@ -71,6 +71,27 @@ def test_the_step_for_each_state(
     assert isinstance(wc.plan(have, published, now, POLICY), expected)
 
 
+CHART = wc.Predecessor(ca("chart"), leaf("chart-leaf", "chart"))
+ADOPT_CASES: list[tuple[str, wc.Material | None, wc.Predecessor | None, datetime.datetime, type]] = [
+    ("the chart's certificate served", None, CHART, T0 + MIN, wc.Adopt),
+    ("no predecessor", None, None, T0 + MIN, wc.Create),
+    ("the chart's certificate expired", None, CHART, CHART.leaf.not_after, wc.Create),
+    ("the chart's CA expired", None, dataclasses.replace(CHART, ca=wc.Cert("chart", T0, T0 + MIN, "chart")),
+     T0 + MIN, wc.Create),
+    ("a certificate its CA did not sign", None, dataclasses.replace(CHART, leaf=leaf("x", "other")), T0 + MIN,
+     wc.Create),
+    ("material of its own: the predecessor is history", material(), CHART, T0 + MIN, wc.Wait),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "have", "predecessor", "now", "expected"), ADOPT_CASES,
+                         ids=[c[0] for c in ADOPT_CASES])  # fmt: skip
+def test_the_chart_s_certificate_is_adopted_only_while_it_can_be_served(
+    name: str, have: wc.Material | None, predecessor: wc.Predecessor | None, now: datetime.datetime, expected: type
+) -> None:
+    assert isinstance(wc.plan(have, frozenset({"A"}), now, POLICY, predecessor), expected)
+
+
 def test_a_wait_lasts_until_the_first_renewal_is_due() -> None:
     step = wc.plan(material(), frozenset({"A"}), T0 + MIN, POLICY)
     assert step == wc.Wait(T0 + POLICY.leaf_validity * POLICY.renew_at)
@@ -90,6 +111,7 @@ class World:
 
     have: wc.Material | None = None
     published: frozenset[str] = frozenset()
+    predecessor: wc.Predecessor | None = None
     names: "itertools.count[int]" = field(default_factory=itertools.count)
     trust_history: list[tuple[datetime.datetime, frozenset[str]]] = field(default_factory=list)
     served_history: list[tuple[datetime.datetime, str]] = field(default_factory=list)
@@ -107,6 +129,11 @@ class World:
                 first = wc.Cert(name, now, now + POLICY.ca_validity, name)
                 self.have = wc.Material((first,), wc.Cert(self.new("leaf"), now, now + POLICY.leaf_validity, name),
                                         None, now)  # fmt: skip
+            case wc.Adopt():
+                assert self.predecessor is not None
+                name = self.new("ca")
+                new_ca = wc.Cert(name, now, now + POLICY.ca_validity, name)
+                self.have = wc.Material((self.predecessor.ca, new_ca), self.predecessor.leaf, None, now)
             case wc.Publish():
                 assert have is not None
                 self.published = frozenset(c.fingerprint for c in have.bundle)
@@ -150,7 +177,7 @@ class World:
 
 def settle(world: World, now: datetime.datetime) -> wc.Wait:
     for _ in range(10):
-        step = wc.plan(world.have, world.published, now, POLICY)
+        step = wc.plan(world.have, world.published, now, POLICY, world.predecessor)
         if isinstance(step, wc.Wait):
             assert step.until > now
             return step
@@ -170,8 +197,16 @@ def settle(world: World, now: datetime.datetime) -> wc.Wait:
         max_size=40,
     )
 )
-def test_no_reader_ever_meets_a_certificate_it_does_not_trust(events: list[tuple[str, int]]) -> None:
+@pytest.mark.parametrize("start", ["installed", "upgraded from the chart's certificate"])
+def test_no_reader_ever_meets_a_certificate_it_does_not_trust(start: str, events: list[tuple[str, int]]) -> None:
+    """Installed: nothing before. Upgraded: the apiservers trust the chart's CA and the old replicas serve its
+    certificate (issued a day before) when the operator first plans."""
     world, now = World(), T0
+    if start.startswith("upgraded"):
+        world.predecessor = wc.Predecessor(ca("chart", T0 - DAY), leaf("chart-leaf", "chart", T0 - DAY))
+        world.published = frozenset({"chart"})
+        world.trust_history.append((T0 - DAY, world.published))
+        world.served_history.append((T0 - DAY, "chart"))
     wait = settle(world, now)
     for kind, seconds in events:
         if kind == "advance":

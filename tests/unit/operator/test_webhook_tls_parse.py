@@ -14,6 +14,7 @@ from vigil_operator.webhook_tls import (
     common_name,
     fingerprints,
     parse,
+    predecessor,
     service_names,
 )
 
@@ -59,6 +60,38 @@ def test_what_the_operator_wrote_reads_back_as_its_plan_sees_it() -> None:
 )
 def test_a_secret_without_usable_material_reads_as_none(pems: dict[str, bytes], why: str) -> None:
     assert parse(secret(pems)).material is None, why
+
+
+CHART = {"ca.crt": CA.cert_pem(), "tls.crt": LEAF.cert_pem(), "tls.key": LEAF.key_pem()}
+"""The chart's own Secret (kubernetes.io/tls with its CA; no CA key)."""
+
+
+def test_the_chart_s_certificate_reads_as_a_predecessor_to_take_over() -> None:
+    found = predecessor(secret(CHART))
+    assert found is not None
+    assert found.facts.ca.fingerprint == pki.fingerprint(CA.cert)
+    assert found.facts.leaf.issuer == found.facts.ca.fingerprint
+    assert (found.ca_pem, found.cert_pem, found.key_pem) == (CA.cert_pem(), LEAF.cert_pem(), LEAF.key_pem())
+
+
+@pytest.mark.parametrize(
+    ("found", "why"),
+    [
+        (None, "no Secret"),
+        (secret({}), "an empty Secret"),
+        (secret({k: v for k, v in CHART.items() if k != "tls.key"}), "no key to serve with"),
+        (secret({**CHART, "tls.crt": b"not a certificate"}), "garbage"),
+    ],
+)
+def test_no_predecessor_without_a_readable_certificate_and_key(found: dict[str, Any] | None, why: str) -> None:
+    assert predecessor(found) is None, why
+
+
+def test_a_predecessor_whose_ca_did_not_sign_its_certificate_is_not_servable() -> None:
+    found = predecessor(secret({**CHART, "ca.crt": OTHER.cert_pem()}))
+    assert found is not None
+    assert found.facts.leaf.issuer == ""
+    assert not found.facts.servable(found.facts.leaf.not_before)
 
 
 def test_a_certificate_no_trusted_ca_signed_has_no_issuer_and_an_unpublished_bundle_no_time() -> None:
