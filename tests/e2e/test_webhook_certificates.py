@@ -1,7 +1,11 @@
-"""The operator's own webhook certificates (`webhook.operatorCertificates`) in the chart on the real node: two
-replicas serve the injection webhook with `failurePolicy: Fail`, so a pod the apiserver cannot call the webhook for
-is refused, not let through. A CA rotation forced while labelled pods are created every 0.3 s: every pod is admitted
-with its sidecar, and at the end both replicas serve the new CA's certificate, the only CA the configurations trust.
+"""The operator's own webhook certificates (`webhook.operatorCertificates`) in the chart on the real node, reached
+the way a release of 0.2.0 reaches them: installed with the chart's certificate, then switched by `helm upgrade`.
+Two replicas serve the injection webhook with `failurePolicy: Fail`, so a pod the apiserver cannot call the webhook
+for is refused, not let through. Labelled pods are created every 0.3 s throughout the upgrade and the takeover that
+follows (the chart's certificate served on beside a new CA, then the new CA's): every pod is admitted with its
+sidecar, and at the end both new replicas serve the operator's certificate, signed by the only CA the configurations
+trust; the next upgrade lets the chart's Secret go. (A CA rotation the Secret's annotation asks for is the same plan:
+tests/integration/test_webhook_tls.py runs it against the real apiserver.)
 """
 
 import base64
@@ -19,20 +23,20 @@ from cryptography.hazmat.primitives import serialization
 
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import clients
+from vigil_dev.testing.chart import CHART
 from vigil_dev.testing.e2e import consumer_group, statefulset, wait_injecting
-from vigil_dev.testing.kube_fixtures import Kube
+from vigil_dev.testing.kube_fixtures import Kube, exists
 from vigil_dev.testing.release import RunningOperator
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator import pki
-from vigil_operator.domain.webhook_certs import ROTATE_ANNOTATION
-from vigil_operator.webhook_tls import ROTATED_FOR
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
 
 PROPAGATION = 6
 OPERATOR_VALUES = {
     "operator": {"replicas": 2, "resyncSeconds": 3},
-    "webhook": {"failurePolicy": "Fail", "operatorCertificates": {"enabled": True, "propagationSeconds": PROPAGATION}},
+    # the chart's own certificate first (0.2.0's default); the test switches the release to the operator's
+    "webhook": {"failurePolicy": "Fail", "operatorCertificates": {"enabled": False, "propagationSeconds": PROPAGATION}},
 }
 EVERY = 0.3
 """Seconds between two pod creations (server-side dry runs: admission runs in full, nothing is stored)."""
@@ -57,21 +61,29 @@ def served_by(kube: Kube, operator: RunningOperator, pod: str) -> bytes:
         return bytes(tls.getpeercert(binary_form=True) or b"")
 
 
-def test_a_ca_rotation_while_pods_are_created_refuses_none_and_ends_on_the_new_ca(
+def upgrade(operator: RunningOperator, *sets: str) -> None:
+    """`helm upgrade` of the release with its values and `sets`, waiting for its pods."""
+    operator.tools.helm(
+        "upgrade", operator.release, str(CHART), "--namespace", operator.namespace, "--reuse-values",
+        *(a for s in sets for a in ("--set", s)), "--wait", "--timeout", "180s", timeout=240,
+    ).check()  # fmt: skip
+
+
+def test_switching_from_the_chart_s_certificate_while_pods_are_created_refuses_none_and_ends_on_the_operator_s(
     kube: Kube, kafka: KafkaCluster, operator: RunningOperator
 ) -> None:
-    replicas = operator.wait_ready(2)
-    data, _ = certs_secret(kube, operator)
-    (old_ca,) = x509.load_pem_x509_certificates(data["ca.crt"])
-    namespace, name = f"t-{uuid.uuid4().hex[:10]}", "rotate"
+    operator.wait_ready(2)
+    chart_secret: Any = kube.core.read_namespaced_secret(f"{operator.release}-webhook-tls", operator.namespace)
+    chart_ca = x509.load_pem_x509_certificate(base64.b64decode(chart_secret.data["ca.crt"]))
+    namespace, name = f"t-{uuid.uuid4().hex[:10]}", "switch"
     bootstrap = kafka.connection().bootstrap_servers
-    topic = clients.create_topic(kafka.connection(), clients.unique("rotate"), partitions=1)
+    topic = clients.create_topic(kafka.connection(), clients.unique("switch"), partitions=1)
     kube.create_namespace(namespace)
     admitted: list[bool] = []
     refused: list[str] = []
     stop = threading.Event()
     try:
-        group = clients.unique("rotate")
+        group = clients.unique("switch")
         kube.apply(consumer_group(name, group, bootstrap), namespace)
         workload = statefulset(name, group, topic, bootstrap, replicas=0)
         wait_injecting(kube, namespace, workload)
@@ -92,18 +104,17 @@ def test_a_ca_rotation_while_pods_are_created_refuses_none_and_ends_on_the_new_c
         creator = threading.Thread(target=create_pods, daemon=True)
         creator.start()
         wait_for(lambda: len(admitted) + len(refused), lambda n: n >= 5, timeout=30, what="pods being created")
-        asked = uuid.uuid4().hex[:8]
-        patch = {"metadata": {"annotations": {ROTATE_ANNOTATION: asked}}}
-        kube.core.patch_namespaced_secret(f"{operator.release}-webhook-certs", operator.namespace, patch)
-        rotated = wait_for(
+        upgrade(operator, "webhook.operatorCertificates.enabled=true")
+        replicas = operator.wait_ready(2)
+        taken_over = wait_for(
             lambda: certs_secret(kube, operator),
-            lambda s: s[1].get(ROTATED_FOR) == asked and len(x509.load_pem_x509_certificates(s[0]["ca.crt"])) == 1
-            and x509.load_pem_x509_certificates(s[0]["ca.crt"])[0] != old_ca,
-            timeout=bound(4 * PROPAGATION + 30),
-            what="the rotation done: one CA left, a new one",
+            lambda s: "ca.crt" in s[0] and len(x509.load_pem_x509_certificates(s[0]["ca.crt"])) == 1
+            and x509.load_pem_x509_certificates(s[0]["ca.crt"])[0] != chart_ca,
+            timeout=bound(4 * PROPAGATION + 60),
+            what="the takeover done: one CA left, the operator's",
         )  # fmt: skip
-        (new_ca,) = x509.load_pem_x509_certificates(rotated[0]["ca.crt"])
-        serving = x509.load_pem_x509_certificate(rotated[0]["tls.crt"])
+        (new_ca,) = x509.load_pem_x509_certificates(taken_over[0]["ca.crt"])
+        serving = x509.load_pem_x509_certificate(taken_over[0]["tls.crt"])
         serving.verify_directly_issued_by(new_ca)
         expected = serving.public_bytes(serialization.Encoding.DER)
         for replica in replicas:  # each reloaded it (every quarter of the propagation), without a restart
@@ -118,5 +129,7 @@ def test_a_ca_rotation_while_pods_are_created_refuses_none_and_ends_on_the_new_c
     assert refused == [], refused[:3]
     assert admitted
     assert all(admitted), f"{admitted.count(False)} of {len(admitted)} pods admitted without the sidecar"
-    print(f"{len(admitted)} pods admitted with the sidecar during the rotation from "
-          f"{pki.fingerprint(old_ca)[:12]} to {pki.fingerprint(new_ca)[:12]}")  # fmt: skip
+    upgrade(operator)  # the next upgrade: the chart's Secret, taken over, goes
+    assert not exists(lambda: kube.core.read_namespaced_secret(f"{operator.release}-webhook-tls", operator.namespace))
+    print(f"{len(admitted)} pods admitted with the sidecar during the switch from the chart's CA "
+          f"{pki.fingerprint(chart_ca)[:12]} to the operator's {pki.fingerprint(new_ca)[:12]}")  # fmt: skip
