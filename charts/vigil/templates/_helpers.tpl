@@ -73,12 +73,16 @@ operator writes the bundle.
 {{/*
 The chart-generated Secret as it is, while the operator has not yet taken it over (its own Secret still empty): so
 that the upgrade switching to webhook.operatorCertificates does not delete it before the operator reads it. The
-next upgrade after the takeover lets it go.
+next upgrade after the takeover lets it go. Only this release's own (a Secret cert-manager wrote is not Helm's to
+render: the upgrade leaves it alone, and the operator takes it over all the same).
 */}}
 {{- define "vigil.secretToHandOver" -}}
 {{- $own := lookup "v1" "Secret" .Release.Namespace (include "vigil.webhookCertsSecret" .) -}}
 {{- $chart := lookup "v1" "Secret" .Release.Namespace (include "vigil.webhookSecret" .) -}}
-{{- if and (not (and $own $own.data (index $own.data "ca.crt"))) $chart $chart.data (index $chart.data "tls.crt") -}}
+{{- $annotations := dict -}}
+{{- if $chart }}{{ $annotations = $chart.metadata.annotations | default dict }}{{ end -}}
+{{- $ours := eq (index $annotations "meta.helm.sh/release-name" | default "") .Release.Name -}}
+{{- if and (not (and $own $own.data (index $own.data "ca.crt"))) $ours $chart.data (index $chart.data "tls.crt") -}}
 {{- toYaml $chart.data -}}
 {{- end -}}
 {{- end -}}
