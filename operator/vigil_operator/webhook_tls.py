@@ -5,7 +5,8 @@ replica), and reloaded in place by every replica: new TLS handshakes get the new
 never closes.
 
 Secret keys: `ca.crt` (the trusted CAs, oldest first), `ca.key` (the newest CA's key), `tls.crt`, `tls.key`;
-annotations: when the bundle was published, when the certificate was issued, the rotation request last honoured.
+annotations: when the bundle was published, when the certificate was issued, the rotation request last honoured,
+when the chart's certificate was taken over (until its CA leaves the bundle).
 """
 
 import asyncio
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 PUBLISHED_AT: Final = "vigil.dev/bundle-published-at"
 ISSUED_AT: Final = "vigil.dev/leaf-issued-at"
 ROTATED_FOR: Final = "vigil.dev/rotated-for"
+ADOPTED_AT: Final = "vigil.dev/adopted-at"
 CA_NAME: Final = "vigil webhook CA"
 """Followed by the time it was made: two CAs of a rotation are told apart by name too (`openssl x509 -subject`)."""
 
@@ -74,6 +76,7 @@ def _material(pems: Mapping[str, bytes], annotations: Mapping[str, str]) -> cert
         leaf_issued_at=_time(annotations.get(ISSUED_AT)) or leaf.not_valid_before_utc,
         rotate_requested=annotations.get(certs.ROTATE_ANNOTATION, ""),
         rotated_for=annotations.get(ROTATED_FOR, ""),
+        adopted_at=_time(annotations.get(ADOPTED_AT)),
     )
 
 
@@ -304,7 +307,7 @@ class WebhookTLS:
                 data = {"ca.crt": before.ca_pem + ca.cert_pem(), "ca.key": ca.key_pem(), "tls.crt": before.cert_pem,
                         "tls.key": before.key_pem}  # fmt: skip
                 asked = stored.annotations.get(certs.ROTATE_ANNOTATION, "")
-                annotations = {PUBLISHED_AT: None, ISSUED_AT: None, ROTATED_FOR: asked}
+                annotations = {PUBLISHED_AT: None, ISSUED_AT: None, ROTATED_FOR: asked, ADOPTED_AT: now.isoformat()}
                 log.info("webhook TLS: took over the certificate of Secret %s/%s; a new CA is trusted beside its CA "
                          "before it signs what is served", self.namespace, self.adopt_secret)  # fmt: skip
             case certs.Publish():
@@ -323,7 +326,7 @@ class WebhookTLS:
             case certs.DropOldCAs():
                 newest = x509.load_pem_x509_certificates(stored.pems["ca.crt"])[-1]
                 data = {"ca.crt": newest.public_bytes(serialization.Encoding.PEM)}
-                annotations = {PUBLISHED_AT: None}
+                annotations = {PUBLISHED_AT: None, ADOPTED_AT: None}
             case certs.Wait():
                 return True
         written = await self.kube.update_secret(

@@ -29,6 +29,7 @@ from vigil_dev.testing.kube_fixtures import Kube, exists
 from vigil_dev.testing.release import RunningOperator
 from vigil_dev.testing.waiting import bound, wait_for
 from vigil_operator import pki
+from vigil_operator.domain.webhook_certs import HANDOVER_PROPAGATIONS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
 
@@ -110,7 +111,7 @@ def test_switching_from_the_chart_s_certificate_while_pods_are_created_refuses_n
             lambda: certs_secret(kube, operator),
             lambda s: "ca.crt" in s[0] and len(x509.load_pem_x509_certificates(s[0]["ca.crt"])) == 1
             and x509.load_pem_x509_certificates(s[0]["ca.crt"])[0] != chart_ca,
-            timeout=bound(4 * PROPAGATION + 60),
+            timeout=bound((HANDOVER_PROPAGATIONS + 2) * PROPAGATION + 60),
             what="the takeover done: one CA left, the operator's",
         )  # fmt: skip
         (new_ca,) = x509.load_pem_x509_certificates(taken_over[0]["ca.crt"])

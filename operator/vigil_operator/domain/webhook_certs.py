@@ -15,11 +15,19 @@ caller applies it, records what it did, and asks again (`Wait` says until when n
 
 Taking over from the chart's certificate (what an upgrade to operator-kept certificates meets: the apiservers
 trust the chart's CA, the replicas still running serve its certificate) is the same rotation begun half way: the
-chart's CA and certificate are adopted as the outgoing ones, beside a new CA that signs nothing yet.
+chart's CA and certificate are adopted as the outgoing ones, beside a new CA that signs nothing yet. One thing
+differs: the replicas of the release before the upgrade serve the chart's certificate until the rollout has
+replaced them, and they never reload from the Secret, so the chart's CA stays trusted `HANDOVER_PROPAGATIONS`
+propagations after the takeover (10 min at the chart's 120 s: a Deployment's default progress deadline, after which
+a rollout has failed), however soon the new replicas serve the new CA's certificate.
 """
 
 import datetime
 from dataclasses import dataclass
+from typing import Final
+
+HANDOVER_PROPAGATIONS: Final = 5
+"""How many propagations the chart's CA stays trusted after the takeover: the old replicas' rollout."""
 
 ROTATE_ANNOTATION = "vigil.dev/rotate"
 """Set to any new value on the Secret to ask for a new CA now (e.g. `kubectl annotate --overwrite secret ...
@@ -55,6 +63,8 @@ class Material:
     """The Secret's `vigil.dev/rotate` annotation."""
     rotated_for: str = ""
     """The request last honoured (a new CA made for it)."""
+    adopted_at: datetime.datetime | None = None
+    """When the chart's certificate was taken over, while its CA is in the bundle (None: not a takeover)."""
 
     @property
     def signer(self) -> Cert:
@@ -167,6 +177,8 @@ def _rotating(
         return IssueLeaf("the new CA is trusted by now: the serving certificate moves to it")
     if len(material.bundle) > 1:
         served_since = material.leaf_issued_at + policy.propagation
+        if material.adopted_at is not None:  # the old replicas serve the chart's certificate until replaced
+            served_since = max(served_since, material.adopted_at + policy.propagation * HANDOVER_PROPAGATIONS)
         if now < served_since:
             return Wait(served_since)
         return DropOldCAs("every replica serves the new CA's certificate by now")

@@ -72,6 +72,8 @@ def test_the_step_for_each_state(
 
 
 CHART = wc.Predecessor(ca("chart"), leaf("chart-leaf", "chart"))
+#: taken over at T0, the new CA published at once, its certificate issued a propagation later
+TAKEN_OVER = dataclasses.replace(material((ca("chart"), ca("A")), "A", T0, T0 + POLICY.propagation), adopted_at=T0)
 ADOPT_CASES: list[tuple[str, wc.Material | None, wc.Predecessor | None, datetime.datetime, type]] = [
     ("the chart's certificate served", None, CHART, T0 + MIN, wc.Adopt),
     ("no predecessor", None, None, T0 + MIN, wc.Create),
@@ -81,6 +83,10 @@ ADOPT_CASES: list[tuple[str, wc.Material | None, wc.Predecessor | None, datetime
     ("a certificate its CA did not sign", None, dataclasses.replace(CHART, leaf=leaf("x", "other")), T0 + MIN,
      wc.Create),
     ("material of its own: the predecessor is history", material(), CHART, T0 + MIN, wc.Wait),
+    ("the new CA's certificate served, the old replicas maybe not yet replaced", TAKEN_OVER, CHART,
+     T0 + 3 * POLICY.propagation, wc.Wait),
+    ("the old replicas replaced by now: the chart's CA goes", TAKEN_OVER, CHART,
+     T0 + wc.HANDOVER_PROPAGATIONS * POLICY.propagation, wc.DropOldCAs),
 ]  # fmt: skip
 
 
@@ -89,7 +95,8 @@ ADOPT_CASES: list[tuple[str, wc.Material | None, wc.Predecessor | None, datetime
 def test_the_chart_s_certificate_is_adopted_only_while_it_can_be_served(
     name: str, have: wc.Material | None, predecessor: wc.Predecessor | None, now: datetime.datetime, expected: type
 ) -> None:
-    assert isinstance(wc.plan(have, frozenset({"A"}), now, POLICY, predecessor), expected)
+    published = frozenset(c.fingerprint for c in have.bundle) if have is not None else frozenset({"A"})
+    assert isinstance(wc.plan(have, published, now, POLICY, predecessor), expected)
 
 
 def test_a_wait_lasts_until_the_first_renewal_is_due() -> None:
@@ -112,6 +119,8 @@ class World:
     have: wc.Material | None = None
     published: frozenset[str] = frozenset()
     predecessor: wc.Predecessor | None = None
+    old_replicas_until: datetime.datetime | None = None
+    """The rollout of an upgrade: the release's old replicas serve the chart's certificate, never reloading."""
     names: "itertools.count[int]" = field(default_factory=itertools.count)
     trust_history: list[tuple[datetime.datetime, frozenset[str]]] = field(default_factory=list)
     served_history: list[tuple[datetime.datetime, str]] = field(default_factory=list)
@@ -133,7 +142,7 @@ class World:
                 assert self.predecessor is not None
                 name = self.new("ca")
                 new_ca = wc.Cert(name, now, now + POLICY.ca_validity, name)
-                self.have = wc.Material((self.predecessor.ca, new_ca), self.predecessor.leaf, None, now)
+                self.have = wc.Material((self.predecessor.ca, new_ca), self.predecessor.leaf, None, now, adopted_at=now)
             case wc.Publish():
                 assert have is not None
                 self.published = frozenset(c.fingerprint for c in have.bundle)
@@ -156,7 +165,7 @@ class World:
                 )
             case wc.DropOldCAs():
                 assert have is not None
-                self.have = dataclasses.replace(have, bundle=(have.signer,), bundle_published_at=None)
+                self.have = dataclasses.replace(have, bundle=(have.signer,), bundle_published_at=None, adopted_at=None)
             case wc.Wait():
                 return
         if self.have is not None and (not self.served_history or self.served_history[-1][1] != self.have.leaf.issuer):
@@ -170,8 +179,9 @@ class World:
     def check(self, now: datetime.datetime) -> None:
         if not self.trust_history:
             return  # installing: nothing calls the webhook before its configuration trusts a CA
+        old = ["chart"] if self.old_replicas_until is not None and now < self.old_replicas_until else []
         for trusted in self.maybe(self.trust_history, now):  # type: ignore[arg-type]
-            for issuer in self.maybe(self.served_history, now):  # type: ignore[arg-type]
+            for issuer in [*self.maybe(self.served_history, now), *old]:  # type: ignore[arg-type]
                 assert issuer in trusted, (now, issuer, trusted, self.have)
 
 
@@ -200,9 +210,11 @@ def settle(world: World, now: datetime.datetime) -> wc.Wait:
 @pytest.mark.parametrize("start", ["installed", "upgraded from the chart's certificate"])
 def test_no_reader_ever_meets_a_certificate_it_does_not_trust(start: str, events: list[tuple[str, int]]) -> None:
     """Installed: nothing before. Upgraded: the apiservers trust the chart's CA and the old replicas serve its
-    certificate (issued a day before) when the operator first plans."""
+    certificate (issued a day before) when the operator first plans, until the rollout ends (at the latest
+    `HANDOVER_PROPAGATIONS` propagations later)."""
     world, now = World(), T0
     if start.startswith("upgraded"):
+        world.old_replicas_until = T0 + POLICY.propagation * wc.HANDOVER_PROPAGATIONS
         world.predecessor = wc.Predecessor(ca("chart", T0 - DAY), leaf("chart-leaf", "chart", T0 - DAY))
         world.published = frozenset({"chart"})
         world.trust_history.append((T0 - DAY, world.published))
@@ -222,9 +234,10 @@ def test_no_reader_ever_meets_a_certificate_it_does_not_trust(start: str, events
             world.have = dataclasses.replace(world.have, rotate_requested=str(world.requests))
         world.check(now)
         wait = settle(world, now)
-    # and it gets there: a rotation asked is done within three propagations, one CA left, serving from it
+    # and it gets there: a rotation asked is done within three propagations (a takeover: the old replicas' hold),
+    # one CA left, serving from it
     for _ in range(5):
-        now = wait.until if wait.until < now + 4 * POLICY.propagation else now
+        now = wait.until if wait.until < now + (wc.HANDOVER_PROPAGATIONS + 1) * POLICY.propagation else now
         wait = settle(world, now)
     assert world.have is not None
     if world.requests:
