@@ -54,37 +54,29 @@ than the chart-generated one's, whose type (kubernetes.io/tls) could not change 
 {{- end -}}
 
 {{/*
-With the operator's own certificates (webhook.operatorCertificates): the CA bundle the webhook configurations
-trust now, base64, so that no upgrade removes it — the operator's Secret's bundle once it has written one, else the
-chart-generated Secret's CA while switching from it (the operator then takes that certificate over: its CA stays
-trusted until a new one has taken over). Empty on a first install and under `helm template` (no lookups): the
-operator writes the bundle.
+With the operator's own certificates (webhook.operatorCertificates): what the cluster holds now, by lookup (nothing
+under `helm template`), as YAML:
+- `caBundle`: the CA bundle the webhook configurations trust — the operator's Secret's once it has written one,
+  else the chart-generated Secret's CA while switching from it (the operator then takes that certificate over) —
+  rendered so that no upgrade removes it;
+- `handOver`: the chart-generated Secret's data while the operator has not taken it over yet (its own Secret still
+  empty), rendered as found so that the switching upgrade does not delete it before the operator reads it (the
+  next upgrade lets it go). Only this release's own: a Secret cert-manager wrote is not Helm's to render (the
+  upgrade leaves it alone, and the operator takes it over all the same).
 */}}
-{{- define "vigil.operatorCABundle" -}}
+{{- define "vigil.operatorCertsInPlace" -}}
 {{- $own := lookup "v1" "Secret" .Release.Namespace (include "vigil.webhookCertsSecret" .) -}}
 {{- $chart := lookup "v1" "Secret" .Release.Namespace (include "vigil.webhookSecret" .) -}}
-{{- if and $own $own.data (index $own.data "ca.crt") -}}
-{{- index $own.data "ca.crt" -}}
-{{- else if and $chart $chart.data (index $chart.data "ca.crt") -}}
-{{- index $chart.data "ca.crt" -}}
-{{- end -}}
-{{- end -}}
-
-{{/*
-The chart-generated Secret as it is, while the operator has not yet taken it over (its own Secret still empty): so
-that the upgrade switching to webhook.operatorCertificates does not delete it before the operator reads it. The
-next upgrade after the takeover lets it go. Only this release's own (a Secret cert-manager wrote is not Helm's to
-render: the upgrade leaves it alone, and the operator takes it over all the same).
-*/}}
-{{- define "vigil.secretToHandOver" -}}
-{{- $own := lookup "v1" "Secret" .Release.Namespace (include "vigil.webhookCertsSecret" .) -}}
-{{- $chart := lookup "v1" "Secret" .Release.Namespace (include "vigil.webhookSecret" .) -}}
+{{- $ownBundle := "" -}}
+{{- if and $own $own.data }}{{ $ownBundle = index $own.data "ca.crt" | default "" }}{{ end -}}
+{{- $chartData := dict -}}
 {{- $annotations := dict -}}
-{{- if $chart }}{{ $annotations = $chart.metadata.annotations | default dict }}{{ end -}}
+{{- if $chart }}{{ $chartData = $chart.data | default dict }}{{ $annotations = $chart.metadata.annotations | default dict }}{{ end -}}
 {{- $ours := eq (index $annotations "meta.helm.sh/release-name" | default "") .Release.Name -}}
-{{- if and (not (and $own $own.data (index $own.data "ca.crt"))) $ours $chart.data (index $chart.data "tls.crt") -}}
-{{- toYaml $chart.data -}}
-{{- end -}}
+{{- $out := dict -}}
+{{- with $ownBundle | default (index $chartData "ca.crt") }}{{ $_ := set $out "caBundle" . }}{{ end -}}
+{{- if and (not $ownBundle) $ours (index $chartData "tls.crt") }}{{ $_ := set $out "handOver" $chartData }}{{ end -}}
+{{- toYaml $out -}}
 {{- end -}}
 
 {{/* "true" when the operator keeps the webhook's certificates (webhook.operatorCertificates, the default;

@@ -106,23 +106,29 @@ def share_groups(consumer_group_records: DataFrame, broker_log: DataFrame) -> Da
     return by_record.unionByName(by_line).distinct()
 
 
+#: "record <type>" / "line <event>" → the epoch-based type it shows epochs of (`present`).
+_MARKERS: Final = {
+    **{f"record {k.metadata_type}": k for k in EPOCH_GROUPS if k is not SHARE},
+    **{f"line {k.bump_event}": k for k in EPOCH_GROUPS if k is not SHARE},
+    **{f"record {t}": SHARE for t in SHARE_GROUP_RECORDS},
+    **{f"line {e}": SHARE for e in bl.SHARE_EVENTS},
+}
+
+
 def present(consumer_group_records: DataFrame, broker_log: DataFrame) -> tuple[EpochGroups, ...]:
     """The epoch-based group types the input has epochs of (a metadata record or a bump line) — share: any share
     record or line — so the model builds only their pipelines (one small job: a pipeline over no input still
     costs Spark its plans and jobs, in every report and test).
 
     Skipping a type changes no row: its epochs come only from those records and lines."""
-    wanted = {f"record {k.metadata_type}": k for k in EPOCH_GROUPS if k is not SHARE}
-    wanted |= {f"line {k.bump_event}": k for k in EPOCH_GROUPS if k is not SHARE}
-    wanted |= {f"record {t}": SHARE for t in SHARE_GROUP_RECORDS} | {f"line {e}": SHARE for e in bl.SHARE_EVENTS}
     by_record = consumer_group_records.select(
         F.concat(F.lit("record "), F.col("record_type").cast("string")).alias("m")
     )
     by_line = broker_log.filter(F.col("generation").isNotNull() | F.col("event").isin(*bl.SHARE_EVENTS)).select(
         F.concat(F.lit("line "), F.col("event")).alias("m")
     )
-    markers = by_record.unionByName(by_line).filter(F.col("m").isin(*wanted)).distinct().collect()
-    found = {wanted[row["m"]] for row in markers}
+    markers = by_record.unionByName(by_line).filter(F.col("m").isin(*_MARKERS)).distinct().collect()
+    found = {_MARKERS[row["m"]] for row in markers}
     return tuple(k for k in EPOCH_GROUPS if k in found)
 
 
