@@ -91,6 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--master", default=None, help="Spark master (default: local[*]; spark-submit's own when run by spark-submit)"
     )
     p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        type=_spark_conf,
+        metavar="KEY=VALUE",
+        help="a Spark property for the session this run starts, as spark-submit's --conf (repeatable), e.g. the "
+        "executors of a k8s:// master: spark.kubernetes.container.image=vigil-report:TAG",
+    )
+    p.add_argument(
         "--events-topic",
         default=EVENTS_TOPIC_DEFAULT,
         metavar="TOPIC",
@@ -175,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _spark_conf(value: str) -> tuple[str, str]:
+    key, sep, setting = value.partition("=")
+    if not sep or not key.strip() or key != key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (a Spark property), got {value!r}")
+    return key, setting
+
+
 def _location(value: str) -> Location:
     try:
         return Location.of(value)
@@ -254,7 +270,9 @@ def _start_spark(args: argparse.Namespace, env: Mapping[str, str]) -> tuple["Spa
     started = time.monotonic()
     existing = SparkSession.getActiveSession()
     quiet = existing is None and not under_submit and not args.verbose and not env.get(SUBMIT_ARGS_ENV)
-    spark = session.build(master, jars_dir=jars, java_options=_quiet_jvm_options() if quiet else ())
+    spark = session.build(
+        master, jars_dir=jars, java_options=_quiet_jvm_options() if quiet else (), conf=dict(args.conf)
+    )
     if existing is None and not args.verbose:
         spark.sparkContext.setLogLevel("OFF")  # failures are reported as one line; --verbose shows Spark's log
     say(f"spark {spark.version} on {master} started in {time.monotonic() - started:.1f}s")

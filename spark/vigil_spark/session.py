@@ -8,7 +8,7 @@ error everywhere else. vigil's byte readers (a jar in the same directory) are re
 """
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -46,11 +46,13 @@ def build(
     shuffle_partitions: int | None = None,
     driver_memory: str = "1g",
     java_options: Sequence[str] = (),
+    conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """A session for the report: `local[*]` unless `master` is given; small memory and shuffles when local.
 
     `java_options` go to the driver JVM this starts (with `LOCAL_JAVA_OPTIONS` when local); like the memory, they
-    are read only when the JVM starts, so a running session keeps its own.
+    are read only when the JVM starts, so a running session keeps its own. `conf` is set last: a property given
+    there (`--conf`) wins over these defaults.
     """
     master = master or "local[*]"
     local = master.startswith("local")
@@ -72,6 +74,8 @@ def build(
     jars = jar_files(jars_dir)
     if jars:
         builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     sql.register_jvm_readers(spark)  # without their jar the decoder reads integers in pure SQL (slower)

@@ -213,3 +213,9 @@ tls.crt: {{ $cert.Cert | b64enc }}
 tls.key: {{ $cert.Key | b64enc }}
 {{- end -}}
 {{- end -}}
+
+{{/* Whether the report's Spark runs its executors as pods (report.master "kubernetes" or a k8s:// URL): "true" or "". */}}
+{{- define "vigil.reportOnKubernetes" -}}
+{{- $master := .Values.report.master | toString -}}
+{{- if or (eq $master "kubernetes") (hasPrefix "k8s://" $master) }}true{{ end -}}
+{{- end -}}

@@ -124,3 +124,13 @@ def test_the_group_id_is_per_cluster_unless_given() -> None:
     assert cli.group_id(args) == "vigil-report-prod-eu"
     args = cli.build_parser().parse_args(["--out", "o", "--group-id", "mine"])
     assert cli.group_id(args) == "mine"
+
+
+def test_conf_flags_are_spark_properties_in_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = cli.build_parser().parse_args(["--out", str(tmp_path), "--conf", "spark.a=b=c", "--conf", "spark.k="])
+    assert args.conf == [("spark.a", "b=c"), ("spark.k", "")]
+    for bad in ("spark.a", "=v", " spark.a=v"):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.build_parser().parse_args(["--out", str(tmp_path), "--conf", bad])
+        assert exit_info.value.code == 2
+        assert f"--conf: expected KEY=VALUE (a Spark property), got {bad!r}" in capsys.readouterr().err
