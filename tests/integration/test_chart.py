@@ -225,6 +225,14 @@ def test_a_budget_keeping_every_operator_replica_is_refused_at_render(tools: Too
     assert "operator.podDisruptionBudget.minAvailable (2) must be below operator.replicas (2)" in result.output
 
 
+def test_spark_on_kubernetes_without_a_claim_is_refused_at_render(tools: Tools) -> None:
+    """The executors write the tables: an emptyDir of the job's pod would leave them in pods that are deleted."""
+    values = merged(REPORT_ON, {"report": {"master": "kubernetes"}})
+    result = tools.helm("template", "x", str(chart.CHART), "-f", str(tools.values_file("k8s-no-claim", values)))
+    assert result.returncode != 0
+    assert "report.master=kubernetes needs report.persistence.existingClaim" in result.output
+
+
 def test_a_status_writing_report_over_two_watched_namespaces_is_refused_at_render(tools: Tools) -> None:
     """Rules that span keys are the templates' (`fail`): `helm lint` only logs those, `install`/`template` refuse."""
     values = merged(REPORT_ON, {"rbac": {"scope": "namespaced", "namespaces": ["shop", "pay"]}})
@@ -241,6 +249,17 @@ MATRIX: dict[str, dict[str, Any]] = {
     "report": REPORT_ON,
     "cluster-rbac-fail-policy": merged(REPORT_ON, {"rbac": {"scope": "cluster"}, "webhook": {"failurePolicy": "Fail"}}),
     "namespaced-rbac": merged(REPORT_ON, {"rbac": {"scope": "namespaced"}}),
+    "report-on-kubernetes": merged(
+        REPORT_ON,
+        {
+            "report": {
+                "master": "kubernetes",
+                "persistence": {"existingClaim": "report-data"},
+                "kubernetes": {"executors": 3, "executorRequestCores": "250m"},
+            },
+            "kafka": {"tls": {"caSecret": {"name": "kafka-ca"}}},
+        },
+    ),
     "cert-manager": {"webhook": {"certManager": {"enabled": True}}},
     "operator-certificates": {
         "webhook": {"operatorCertificates": {"enabled": True, "caValidityDays": 90, "propagationSeconds": 30}},
@@ -649,7 +668,7 @@ def _check_rbac(objects: list[Obj], namespace: str, values: dict[str, Any]) -> N
         assert [o for o in find(objects, "Role") if o["metadata"]["name"].endswith("-operator")] == []
     if values.get("report", {}).get("enabled"):
         report_roles = [
-            o for o in objects if o["kind"] in {"Role", "ClusterRole"} and "-report" in o["metadata"]["name"]
+            o for o in objects if o["kind"] in {"Role", "ClusterRole"} and o["metadata"]["name"].endswith("-report")
         ]
         (report_role,) = report_roles
         assert _rules_of(report_role) == {
@@ -658,6 +677,16 @@ def _check_rbac(objects: list[Obj], namespace: str, values: dict[str, Any]) -> N
             ("vigil.dev", "consumergroups/status", "get"),
             ("vigil.dev", "consumergroups/status", "patch"),
         }
+    spark_roles = [o for o in find(objects, "Role") if o["metadata"]["name"].endswith("-report-spark")]
+    if _report_on_kubernetes(values):
+        (spark_role,) = spark_roles  # Spark's driver makes and removes its executor pods, in the release namespace
+        assert spark_role["metadata"]["namespace"] == namespace
+        assert _rules_of(spark_role) == {
+            ("", kind, verb) for kind in ("pods", "configmaps")
+            for verb in ("create", "get", "list", "watch", "delete", "deletecollection")
+        }  # fmt: skip
+    else:
+        assert spark_roles == []
 
 
 def _check_report(objects: list[Obj], namespace: str, values: dict[str, Any]) -> None:
@@ -671,7 +700,11 @@ def _check_report(objects: list[Obj], namespace: str, values: dict[str, Any]) ->
     assert container["command"] == ["vigil"]
     assert container["args"][0] == "report"
     parsed = report_cli.build_parser().parse_args(container["args"][1:])  # the real flags, or SystemExit
-    assert parsed.master == "local[*]"
+    if _report_on_kubernetes(values):
+        _check_report_on_kubernetes(objects, container, parsed, namespace, values)
+    else:
+        assert parsed.master == "local[*]"
+        assert parsed.conf == []
     assert parsed.update_status is values["report"].get("updateStatus", True)
     namespaced = values.get("rbac", {}).get("scope") == "namespaced"
     assert parsed.namespace == (namespace if namespaced and parsed.update_status else None)
@@ -687,6 +720,50 @@ def _check_report(objects: list[Obj], namespace: str, values: dict[str, Any]) ->
         (volume,) = [v for v in pod["volumes"] if v["name"] == "kafka-sasl"]
         assert volume["secret"]["items"] == [{"key": "password", "path": password_file.name}]
         assert parsed.ingest_only
+
+
+def _report_on_kubernetes(values: dict[str, Any]) -> bool:
+    report = values.get("report", {})
+    return bool(report.get("enabled")) and report.get("master") == "kubernetes"
+
+
+def _check_report_on_kubernetes(
+    objects: list[Obj], container: Obj, parsed: Any, namespace: str, values: dict[str, Any]
+) -> None:
+    """The driver's flags name the in-cluster apiserver, its own pod and IP, the executors and their template; the
+    template's pod is as restricted as the job's, with the same claim and Kafka CA."""
+    assert parsed.master == "k8s://https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"
+    conf = dict(parsed.conf)
+    executors = values["report"].get("kubernetes", {})
+    image = container["image"]
+    assert conf["spark.kubernetes.namespace"] == namespace
+    assert conf["spark.kubernetes.container.image"] == image
+    assert conf["spark.kubernetes.driver.pod.name"] == "$(VIGIL_POD_NAME)"
+    assert conf["spark.driver.host"] == "$(VIGIL_POD_IP)"
+    assert conf["spark.executor.instances"] == str(executors.get("executors", 2))
+    assert conf.get("spark.kubernetes.executor.request.cores") == (executors.get("executorRequestCores") or None)
+    fields = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in container["env"]}
+    assert fields["VIGIL_POD_NAME"] == "metadata.name"
+    assert fields["VIGIL_POD_IP"] == "status.podIP"
+    template_path = Path(conf["spark.kubernetes.executor.podTemplateFile"])
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["executor-template"] == str(template_path.parent)
+    (config_map,) = [o for o in find(objects, "ConfigMap") if o["metadata"]["name"].endswith("-report-executor")]
+    executor_pod = yaml.safe_load(config_map["data"][template_path.name])
+    (job,) = find(objects, "CronJob")
+    job_pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert executor_pod["spec"]["securityContext"] == job_pod["securityContext"]
+    assert executor_pod["spec"]["automountServiceAccountToken"] is False
+    (executor,) = executor_pod["spec"]["containers"]
+    assert executor["command"] == ["python", "-m", "vigil_spark.executor"]
+    assert executor["securityContext"] == container["securityContext"]
+    volumes = {v["name"]: v for v in executor_pod["spec"]["volumes"]}
+    claim = values["report"]["persistence"]["existingClaim"]
+    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == claim
+    executor_mounts = {m["name"]: m["mountPath"] for m in executor["volumeMounts"]}
+    assert executor_mounts["data"] == mounts["data"] == str(parsed.out)
+    if values["kafka"].get("tls", {}).get("caSecret", {}).get("name"):
+        assert executor_mounts["kafka-tls"] == mounts["kafka-tls"]  # the truststore path the driver passes on
 
 
 def _check_monitoring(objects: list[Obj], values: dict[str, Any]) -> None:
