@@ -41,9 +41,7 @@ def command(argv: list[str], env: Mapping[str, str], spark_jars: Path) -> list[s
     pyspark's jars, and the backend's flags from the pod's variables (`--podName` when Spark set it)."""
     if argv[:1] != ["executor"]:
         raise ExecutorError(f"vigil_spark.executor: expected the argument 'executor' (Spark's), got {argv!r}")
-    missing = [name for name, _ in REQUIRED if not env.get(name)] + (
-        [] if env.get("SPARK_EXECUTOR_MEMORY") else ["SPARK_EXECUTOR_MEMORY"]
-    )
+    missing = [name for name in (*(name for name, _ in REQUIRED), "SPARK_EXECUTOR_MEMORY") if not env.get(name)]
     if missing:
         raise ExecutorError(f"vigil_spark.executor: not a Spark executor pod: {', '.join(missing)} unset")
     options = sorted(

@@ -154,8 +154,7 @@ def _claim(kube: Kube, namespace: str, directory: Path) -> str:
 
 def _local_report(kafka: KafkaCluster, out: Path) -> Path:
     """`vigil report` with Spark in this machine's process (local[2]) over the same cluster and topics."""
-    jars = spark_install.ensure_spark_kafka(progress=print)
-    jars = spark_install.ensure_readers(progress=print).parent
+    jars = spark_install.ensure_jars(progress=print)
     env = {**os.environ, **kafka.connection().to_env(), "VIGIL_SPARK_JARS": str(jars)}
     done = subprocess.run(
         [sys.executable, "-m", "vigil_spark", "--out", str(out), "--cluster", "default", "--master", "local[2]",
