@@ -76,7 +76,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     if SETTINGS.webhook:
         context = None
         if SETTINGS.webhook_secret:  # the operator's own certificates: made if missing, reloaded in place
-            tls = memo["webhook_tls"] = WebhookTLS(runtime.kube, SETTINGS, webhook_server.host(SETTINGS))
+            pod_name = os.environ.get(operator_settings.POD_NAME_ENV)
+            tls = memo["webhook_tls"] = WebhookTLS(runtime.kube, SETTINGS, webhook_server.host(SETTINGS), pod_name)
             try:
                 context = await tls.context()
             except KubeError as exc:

@@ -37,6 +37,10 @@ ISSUED_AT: Final = "vigil.dev/leaf-issued-at"
 ROTATED_FOR: Final = "vigil.dev/rotated-for"
 ADOPTED_AT: Final = "vigil.dev/adopted-at"
 CA_NAME: Final = "vigil webhook CA"
+SELECTOR_LABELS: Final = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component")
+"""The chart's selector of the operator's Deployment (immutable: the same before and after an upgrade)."""
+TEMPLATE_LABEL: Final = "pod-template-hash"
+"""Set by the Deployment's ReplicaSet: the pods of one rollout share it."""
 """Followed by the time it was made: two CAs of a rotation are told apart by name too (`openssl x509 -subject`)."""
 
 
@@ -164,7 +168,7 @@ def common_name(hosts: list[str]) -> str:
 
 
 class WebhookTLS:
-    def __init__(self, kube: KubeApi, settings: OperatorSettings, host: str) -> None:
+    def __init__(self, kube: KubeApi, settings: OperatorSettings, host: str, pod_name: str | None = None) -> None:
         if settings.webhook_secret is None or settings.webhook_configuration is None:
             raise ValueError("WebhookTLS needs --webhook-secret and --webhook-configuration")
         self.kube = kube
@@ -179,6 +183,7 @@ class WebhookTLS:
             propagation=datetime.timedelta(seconds=settings.webhook_cert_propagation),
         )
         self.tick = max(1.0, settings.webhook_cert_propagation / 4)
+        self.pod_name = pod_name
         self.files = settings.state_dir / "webhook-tls"
         self.served = b""
         """The certificate (PEM) the context serves."""
@@ -261,8 +266,11 @@ class WebhookTLS:
             stored = await self._read()
             published = fingerprints(await self.kube.webhook_bundles(self.configuration))
             before = await self._predecessor() if stored.material is None else None
+            taking_over = stored.material is not None and stored.material.adopted_at is not None
+            old = await self._old_replicas() if taking_over else None
             now = _now()
-            step = certs.plan(stored.material, published, now, self.policy, before.facts if before else None)
+            facts = before.facts if before else None
+            step = certs.plan(stored.material, published, now, self.policy, facts, old_replicas=old)
             if isinstance(step, certs.Wait):
                 return step
             log.info("webhook TLS: %s (%s)", type(step).__name__, step.why)
@@ -275,6 +283,31 @@ class WebhookTLS:
         if secret is None:
             raise KubeError(f"Secret {self.namespace}/{self.secret} does not exist (the chart creates it, empty)")
         return parse(secret)
+
+    async def _old_replicas(self) -> bool | None:
+        """Whether a pod of the release's earlier rollout is left (one that may serve the chart's certificate): a pod
+        of this replica's Deployment (the chart's selector labels, read off this pod) with another pod template.
+        None when this replica cannot tell (not in a pod of the chart, or the pods unreadable): the plan then keeps
+        the chart's CA for the handover's time."""
+        if not self.pod_name:
+            return None
+        try:
+            me = await self.kube.pod(self.namespace, self.pod_name)
+            labels = ((me or {}).get("metadata") or {}).get("labels") or {}
+            template = labels.get(TEMPLATE_LABEL)
+            if template is None or any(key not in labels for key in SELECTOR_LABELS):
+                return None
+            selector = ",".join(f"{key}={labels[key]}" for key in SELECTOR_LABELS)
+            pods = await self.kube.pods(self.namespace, selector)
+        except KubeError as exc:
+            log.warning("webhook TLS: the release's replicas unknown (%s): the chart's CA is kept for the handover's"
+                        " time", exc)  # fmt: skip
+            return None
+        return any(
+            ((pod.get("metadata") or {}).get("labels") or {}).get(TEMPLATE_LABEL) != template
+            and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            for pod in pods
+        )
 
     async def _predecessor(self) -> Predecessor | None:
         """The chart's certificate to take over (`--webhook-adopt-secret`), if there is one and it reads."""

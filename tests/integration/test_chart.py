@@ -596,6 +596,7 @@ def _check_operator_certificates(objects: list[Obj], namespace: str, config: Obj
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [name], "verbs": ["get", "patch"]},
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [chart_secret], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
     ]
     (cluster_role,) = [o for o in find(objects, "ClusterRole") if o["metadata"]["name"].endswith("-webhook-certs")]
     (rule,) = cluster_role["rules"]

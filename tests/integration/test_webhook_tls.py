@@ -256,3 +256,40 @@ def test_taking_over_the_chart_s_certificate_never_serves_one_the_configurations
     assert x509.load_pem_x509_certificate(data["tls.crt"]) != x509.load_pem_x509_certificate(
         base64.b64decode(chart_secret["data"]["tls.crt"])
     )
+
+
+def test_a_replica_of_the_earlier_rollout_is_seen_until_it_is_gone(kube: Kube, namespace: str, tmp_path: Path) -> None:
+    """`_old_replicas` on the real apiserver: pods of the operator's Deployment (the chart's selector labels) with
+    another `pod-template-hash` than this replica's are the earlier rollout's, until deleted or ended; another
+    release's pods do not count; without a pod of its own the replica cannot tell (None)."""
+    selector = {"app.kubernetes.io/name": "vigil", "app.kubernetes.io/instance": "rel",
+                "app.kubernetes.io/component": "operator"}  # fmt: skip
+
+    def pod(name: str, template: str, **labels: str) -> None:
+        spec = {"nodeName": "nowhere", "containers": [{"name": "c", "image": "vigil-operator:0"}]}
+        body = {"metadata": {"name": name, "labels": {**selector, "pod-template-hash": template, **labels}},
+                "spec": spec}  # fmt: skip
+        kube.core.create_namespaced_pod(namespace, body)
+
+    pod("me", "new")
+    pod("sibling", "new")
+    pod("other-release", "old", **{"app.kubernetes.io/instance": "another"})
+    settings = OperatorSettings(namespace=namespace, webhook_secret="s", webhook_configuration="c", state_dir=tmp_path)
+    loader: Any = config
+    api = KubeApi(loader.new_client_from_config(config_file=str(kube.kubeconfig)))
+
+    async def seen() -> tuple[bool | None, bool | None]:
+        mine, unplaced = WebhookTLS(api, settings, "h", "me"), WebhookTLS(api, settings, "h")
+        return await mine._old_replicas(), await unplaced._old_replicas()  # noqa: SLF001
+
+    try:
+        assert asyncio.run(seen()) == (False, None)
+        pod("earlier", "old")
+        assert asyncio.run(seen()) == (True, None)
+        kube.core.patch_namespaced_pod_status("earlier", namespace, {"status": {"phase": "Failed"}})  # serves nothing
+        assert asyncio.run(seen()) == (False, None)
+        kube.core.delete_namespaced_pod("earlier", namespace)
+        pod("earlier-2", "old")
+        assert asyncio.run(seen()) == (True, None)
+    finally:
+        api.close()

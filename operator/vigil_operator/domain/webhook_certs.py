@@ -17,9 +17,11 @@ Taking over from the chart's certificate (what an upgrade to operator-kept certi
 trust the chart's CA, the replicas still running serve its certificate) is the same rotation begun half way: the
 chart's CA and certificate are adopted as the outgoing ones, beside a new CA that signs nothing yet. One thing
 differs: the replicas of the release before the upgrade serve the chart's certificate until the rollout has
-replaced them, and they never reload from the Secret, so the chart's CA stays trusted `HANDOVER_PROPAGATIONS`
-propagations after the takeover (10 min at the chart's 120 s: a Deployment's default progress deadline, after which
-a rollout has failed), however soon the new replicas serve the new CA's certificate.
+replaced them, and they never reload from the Secret, so the chart's CA stays trusted until they are gone: the
+caller says whether a pod of the release's earlier rollout is left (`old_replicas`). When it cannot tell (no pod to
+read, no permission), the chart's CA stays trusted `HANDOVER_PROPAGATIONS` propagations after the takeover (10 min at
+the chart's 120 s: a Deployment's default progress deadline, after which a rollout has failed). A time alone is not
+enough: a rollout slower than it leaves an old replica serving a certificate the apiservers no longer trust.
 """
 
 import datetime
@@ -150,10 +152,13 @@ def plan(
     now: datetime.datetime,
     policy: Policy,
     predecessor: Predecessor | None = None,
+    *,
+    old_replicas: bool | None = None,
 ) -> Step:
     """The next step; `published` is the set of CA fingerprints in the webhook configurations' caBundle (None: a
     configuration is missing, or their bundles differ); `predecessor`, the certificate served before (read only
-    while there is no material)."""
+    while there is no material); `old_replicas`, during a takeover, whether a pod of the release's earlier rollout
+    is left (None: unknown)."""
     if material is None:
         if predecessor is not None and predecessor.servable(now):
             return Adopt("the chart's certificate is served: its CA stays trusted until a new one has taken over")
@@ -162,12 +167,13 @@ def plan(
     if published != bundle or material.bundle_published_at is None:
         return Publish("the webhook configurations do not trust exactly the Secret's CAs")
     published_at = material.bundle_published_at
-    return _rotating(material, published_at, now, policy) or _renewing(material, now, policy)
+    return _rotating(material, published_at, now, policy, old_replicas) or _renewing(material, now, policy)
 
 
 def _rotating(
-    material: Material, published_at: datetime.datetime, now: datetime.datetime, policy: Policy
-) -> Step | None:
+    material: Material, published_at: datetime.datetime, now: datetime.datetime, policy: Policy,
+    old_replicas: bool | None,
+) -> Step | None:  # fmt: skip
     """A rotation under way: the serving certificate moves to the new CA once it is trusted, then the old CA goes
     once nothing it signed is served; None when none is under way."""
     if material.leaf.issuer != material.signer.fingerprint:
@@ -178,7 +184,10 @@ def _rotating(
     if len(material.bundle) > 1:
         served_since = material.leaf_issued_at + policy.propagation
         if material.adopted_at is not None:  # the old replicas serve the chart's certificate until replaced
-            served_since = max(served_since, material.adopted_at + policy.propagation * HANDOVER_PROPAGATIONS)
+            if old_replicas:
+                return Wait(max(served_since, now + policy.propagation / 4))  # asked again then
+            if old_replicas is None:
+                served_since = max(served_since, material.adopted_at + policy.propagation * HANDOVER_PROPAGATIONS)
         if now < served_since:
             return Wait(served_since)
         return DropOldCAs("every replica serves the new CA's certificate by now")

@@ -153,6 +153,20 @@ class KubeApi:
             lambda: self._core.read_namespaced_secret(name, namespace, _preload_content=False),
         )
 
+    async def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Pod as stored, None when it does not exist."""
+        return await self._read(
+            f"Pod {namespace}/{name}", lambda: self._core.read_namespaced_pod(name, namespace, _preload_content=False)
+        )
+
+    async def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """The Pods of `namespace` matching the label `selector` (one page: a release's replicas)."""
+        found = await self._call(
+            f"list Pods in {namespace} ({selector})",
+            lambda: self._core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False),
+        )
+        return list(_json(found.data).get("items") or [])
+
     async def update_secret(
         self, namespace: str, name: str, *, data: Mapping[str, str], annotations: Mapping[str, str | None],
         resource_version: str,

@@ -89,6 +89,27 @@ ADOPT_CASES: list[tuple[str, wc.Material | None, wc.Predecessor | None, datetime
      T0 + wc.HANDOVER_PROPAGATIONS * POLICY.propagation, wc.DropOldCAs),
 ]  # fmt: skip
 
+#: (name, old replicas seen, now, expected): what the caller saw of the release's earlier rollout decides
+OLD_REPLICA_CASES: list[tuple[str, bool | None, datetime.datetime, type]] = [
+    ("gone: the chart's CA goes once the new certificate is served", False, T0 + 2 * POLICY.propagation,
+     wc.DropOldCAs),
+    ("gone, the new certificate maybe not yet served", False, T0 + POLICY.propagation, wc.Wait),
+    ("one left, long after the handover's time", True, T0 + 50 * POLICY.propagation, wc.Wait),
+    ("unknown: the handover's time", None, T0 + 2 * POLICY.propagation, wc.Wait),
+    ("unknown, the handover's time passed", None, T0 + wc.HANDOVER_PROPAGATIONS * POLICY.propagation, wc.DropOldCAs),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "old", "now", "expected"), OLD_REPLICA_CASES, ids=[c[0] for c in OLD_REPLICA_CASES])
+def test_the_chart_s_ca_stays_trusted_while_an_old_replica_is_left(
+    name: str, old: bool | None, now: datetime.datetime, expected: type
+) -> None:
+    published = frozenset(c.fingerprint for c in TAKEN_OVER.bundle)
+    step = wc.plan(TAKEN_OVER, published, now, POLICY, CHART, old_replicas=old)
+    assert isinstance(step, expected)
+    if isinstance(step, wc.Wait):
+        assert step.until > now
+
 
 @pytest.mark.parametrize(("name", "have", "predecessor", "now", "expected"), ADOPT_CASES,
                          ids=[c[0] for c in ADOPT_CASES])  # fmt: skip
@@ -121,6 +142,8 @@ class World:
     predecessor: wc.Predecessor | None = None
     old_replicas_until: datetime.datetime | None = None
     """The rollout of an upgrade: the release's old replicas serve the chart's certificate, never reloading."""
+    old_replicas_seen: bool = False
+    """Whether the operator is told if an old replica is left (else it has the handover's time only)."""
     names: "itertools.count[int]" = field(default_factory=itertools.count)
     trust_history: list[tuple[datetime.datetime, frozenset[str]]] = field(default_factory=list)
     served_history: list[tuple[datetime.datetime, str]] = field(default_factory=list)
@@ -185,9 +208,16 @@ class World:
                 assert issuer in trusted, (now, issuer, trusted, self.have)
 
 
+SLOW_ROLLOUT = 4 * wc.HANDOVER_PROPAGATIONS
+"""Propagations an upgrade's rollout takes in the simulation when the operator sees its old replicas."""
+
+
 def settle(world: World, now: datetime.datetime) -> wc.Wait:
     for _ in range(10):
-        step = wc.plan(world.have, world.published, now, POLICY, world.predecessor)
+        old = None
+        if world.old_replicas_seen:
+            old = world.old_replicas_until is not None and now < world.old_replicas_until
+        step = wc.plan(world.have, world.published, now, POLICY, world.predecessor, old_replicas=old)
         if isinstance(step, wc.Wait):
             assert step.until > now
             return step
@@ -207,14 +237,18 @@ def settle(world: World, now: datetime.datetime) -> wc.Wait:
         max_size=40,
     )
 )
-@pytest.mark.parametrize("start", ["installed", "upgraded from the chart's certificate"])
+@pytest.mark.parametrize("start", ["installed", "upgraded from the chart's certificate",
+                                   "upgraded, a slow rollout the operator sees"])  # fmt: skip
 def test_no_reader_ever_meets_a_certificate_it_does_not_trust(start: str, events: list[tuple[str, int]]) -> None:
     """Installed: nothing before. Upgraded: the apiservers trust the chart's CA and the old replicas serve its
-    certificate (issued a day before) when the operator first plans, until the rollout ends (at the latest
-    `HANDOVER_PROPAGATIONS` propagations later)."""
+    certificate (issued a day before) when the operator first plans, until the rollout ends: at the latest
+    `HANDOVER_PROPAGATIONS` propagations later when the operator cannot see the old replicas, or
+    `SLOW_ROLLOUT` propagations later when it sees them."""
     world, now = World(), T0
     if start.startswith("upgraded"):
-        world.old_replicas_until = T0 + POLICY.propagation * wc.HANDOVER_PROPAGATIONS
+        world.old_replicas_seen = "sees" in start
+        rollout = SLOW_ROLLOUT if world.old_replicas_seen else wc.HANDOVER_PROPAGATIONS
+        world.old_replicas_until = T0 + POLICY.propagation * rollout
         world.predecessor = wc.Predecessor(ca("chart", T0 - DAY), leaf("chart-leaf", "chart", T0 - DAY))
         world.published = frozenset({"chart"})
         world.trust_history.append((T0 - DAY, world.published))
@@ -236,8 +270,8 @@ def test_no_reader_ever_meets_a_certificate_it_does_not_trust(start: str, events
         wait = settle(world, now)
     # and it gets there: a rotation asked is done within three propagations (a takeover: the old replicas' hold),
     # one CA left, serving from it
-    for _ in range(5):
-        now = wait.until if wait.until < now + (wc.HANDOVER_PROPAGATIONS + 1) * POLICY.propagation else now
+    for _ in range(5 + 4 * SLOW_ROLLOUT):  # an old replica left: asked again every quarter of a propagation
+        now = wait.until if wait.until < now + (SLOW_ROLLOUT + 1) * POLICY.propagation else now
         wait = settle(world, now)
     assert world.have is not None
     if world.requests:
