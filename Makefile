@@ -104,7 +104,7 @@ test-images: setup
 	@scripts/timed "image build suite (reproducible digests, the images run under runc)" $(PYTEST) tests/integration -m "images" -q
 
 test-kafka: setup
-	@scripts/timed "kafka integration suite" $(PYTEST) tests/integration -m "integration and not kafka3 and not kube and not spark and not images" -q
+	@scripts/timed "kafka integration suite" $(PYTEST) tests/integration -m "integration and not kafka3 and not kube and not spark and not images" -q --durations=10
 
 test-kafka3: setup
 	@scripts/timed "kafka 3-node suite" $(PYTEST) tests/integration -m "kafka3" -q
@@ -120,20 +120,20 @@ KAFKA_39_SUITE := tests/integration/test_group_client.py tests/integration/test_
 test-kafka-39: setup
 	@scripts/timed "kafka integration subset on Kafka 3.9.1 (the report's ingest and broker logs included)" \
 	  env VIGIL_TEST_KAFKA_VERSION=3.9.1 \
-	  $(PYTEST) $(KAFKA_39_SUITE) -m "integration and not kafka3 and not kafka_secure and not kube and not images" -q
+	  $(PYTEST) $(KAFKA_39_SUITE) -m "integration and not kafka3 and not kafka_secure and not kube and not images" -q --durations=10
 
 test-kube: setup
-	@scripts/timed "kubernetes integration suite" $(PYTEST) tests/integration -m "kube and not spark" -q
+	@scripts/timed "kubernetes integration suite" $(PYTEST) tests/integration -m "kube and not spark" -q --durations=10
 
 test-e2e: setup
-	@scripts/timed "e2e suite (vigil by helm on the real node, Kafka)" $(PYTEST) tests/e2e -m "e2e and not demo" -q
+	@scripts/timed "e2e suite (vigil by helm on the real node, Kafka)" $(PYTEST) tests/e2e -m "e2e and not demo" -q --durations=10
 
 # The demo starts a stack of its own: the node is one per machine, so it runs in a session of its own.
 test-demo: setup
 	@scripts/timed "demo (its own stack: Kafka, Kubernetes with a real node, vigil by helm)" $(PYTEST) tests/e2e -m "demo" -q
 
 test-spark: setup
-	@scripts/timed "spark suite" $(PYTEST) tests -m "spark" -q
+	@scripts/timed "spark suite" $(PYTEST) tests -m "spark" -q --durations=10
 
 # Order is the test rules' order: unit -> Java library -> images -> Kafka integration (incl. 3-node) -> Kubernetes -> e2e -> demo -> Spark
 test: setup lint test-unit test-java test-images test-kafka test-kafka3 test-kafka-39 test-kube test-e2e test-demo test-spark

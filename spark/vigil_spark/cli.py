@@ -362,12 +362,14 @@ def _kube(args: argparse.Namespace, env: Mapping[str, str], conn: KafkaConnectio
     except status.KubeConfigError as exc:
         raise UsageError(str(exc)) from None
     try:
-        found = len(writer.targets())
+        targets = writer.targets()
+        found = len(targets)
         cluster = status.KafkaCluster(
             name=args.cluster,
             cluster_id=status.kafka_cluster_id(conn, timeout=args.connect_timeout),
             bootstrap=status.addresses(conn.bootstrap_servers),
         )
+        writer.check_patch(t.namespace for t in targets if status.same_cluster(t, cluster))
     except BaseException:
         writer.close()
         raise

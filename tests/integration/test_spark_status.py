@@ -234,10 +234,10 @@ def test_missing_rbac_names_the_verb_and_resource_needed(  # noqa: PLR0917 - fix
 
         code, lines = run_report([*args, "--namespace", namespace], conn.to_env())  # list yes, patch no
         assert code == 1, lines
-        assert lines[-1].startswith(f"vigil report: kubernetes: apply status.report of ConsumerGroup {namespace}/mine:"
-                                    " forbidden ("), lines  # fmt: skip
-        assert lines[-1].endswith("the report job needs `patch` on consumergroups/status (apiGroup vigil.dev)"), lines
-        assert (tmp_path / "out" / "summary.json").is_file()  # the report itself was written first
+        assert lines[-1] == (f"vigil report: kubernetes: patch consumergroups/status in namespace {namespace}: not"
+                             " allowed (no rule grants it); the report job needs `patch` on consumergroups/status"
+                             " (apiGroup vigil.dev)"), lines  # fmt: skip
+        assert not (tmp_path / "out").exists()  # asked before Spark, not after the job
         assert not any("Traceback" in line for line in lines), lines
     finally:
         member.close()

@@ -23,7 +23,7 @@ is left out, and server-side apply then removes what an earlier run set there.
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -187,6 +187,12 @@ def refusal(status: int, reason: str, message: str, *, what: str, needs: str) ->
     return f"kubernetes: {what}: {status} {said}"
 
 
+def denied(namespace: str, reason: str) -> str:
+    """One line for a SelfSubjectAccessReview that says the status patch in `namespace` would be refused."""
+    return (f"kubernetes: patch {PLURAL}/status in namespace {namespace}: not allowed"
+            f" ({reason or 'no rule grants it'}); the report job needs {NEEDS_PATCH}")  # fmt: skip
+
+
 _ERRNO: Final = re.compile(r"\[Errno -?\d+\][^'\")]*")
 
 
@@ -282,6 +288,33 @@ class Writer:
             if not token:
                 return found
 
+    def check_patch(self, namespaces: Iterable[str]) -> None:
+        """StatusError when the apiserver says the status patch in one of `namespaces` would be refused: asked
+        before Spark starts (one SelfSubjectAccessReview per namespace), so missing RBAC fails in seconds, not after
+        the job. An apiserver that will not answer the review is no refusal: the patch itself is the proof then."""
+        from kubernetes import client  # noqa: PLC0415
+        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+        reviews = client.AuthorizationV1Api(self._api)
+        for namespace in sorted(set(namespaces)):
+            review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {
+                "resourceAttributes": {"group": API_GROUP, "resource": PLURAL, "subresource": "status",
+                                       "verb": "patch", "namespace": namespace}}}  # fmt: skip
+            try:
+                answer = self._call(
+                    lambda review=review: reviews.create_self_subject_access_review(
+                        review, _request_timeout=self._timeout
+                    ).to_dict(),
+                    what=f"review the status patch in namespace {namespace}",
+                    needs=NEEDS_PATCH,
+                    passthrough=(403, 404),
+                )
+            except ApiException:
+                return  # reviews not served or not allowed here: the patch at the end answers for itself
+            verdict = answer.get("status") or {}
+            if not verdict.get("allowed"):
+                raise StatusError(denied(namespace, str(verdict.get("reason") or "")))
+
     def _list(self, page: Mapping[str, Any]) -> Any:
         if self.namespace:
             return self._custom.list_namespaced_custom_object(API_GROUP, VERSION, self.namespace, PLURAL, **page)
@@ -301,7 +334,7 @@ class Writer:
                 ),
                 what=f"apply status.report of {KIND} {target.ref}",
                 needs=NEEDS_PATCH,
-                passthrough_404=True,
+                passthrough=(404,),
             )  # fmt: skip
         except ApiException as exc:
             if exc.status == 404:
@@ -309,14 +342,16 @@ class Writer:
             raise  # pragma: no cover - _call turns every other answer into a StatusError
         return True
 
-    def _call(self, call: Any, *, what: str, needs: str, passthrough_404: bool = False) -> Any:
+    def _call(self, call: Any, *, what: str, needs: str, passthrough: Collection[int] = ()) -> Any:
+        """`call()`, its failures one line (StatusError); an error answer whose status is in `passthrough` is
+        raised as it is, for the caller to read."""
         from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
         from urllib3.exceptions import HTTPError  # noqa: PLC0415
 
         try:
             return call()
         except ApiException as exc:
-            if passthrough_404 and exc.status == 404:
+            if exc.status in passthrough:
                 raise
             raise StatusError(
                 refusal(int(exc.status or 0), str(exc.reason or ""), api_message(exc.body), what=what, needs=needs)

@@ -152,3 +152,16 @@ def test_api_message_and_unreachable() -> None:
     assert status.unreachable("https://127.0.0.1:1", exc) == (
         "kubernetes: cannot reach the apiserver at https://127.0.0.1:1: [Errno 111] Connection refused"
     )
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [
+        ("", "kubernetes: patch consumergroups/status in namespace ns: not allowed (no rule grants it); the report"
+             " job needs `patch` on consumergroups/status (apiGroup vigil.dev)"),
+        ("webhook said no", "kubernetes: patch consumergroups/status in namespace ns: not allowed (webhook said no);"
+                            " the report job needs `patch` on consumergroups/status (apiGroup vigil.dev)"),
+    ],
+)  # fmt: skip
+def test_a_denied_review_is_one_line_naming_the_permission(reason: str, expected: str) -> None:
+    assert status.denied("ns", reason) == expected
