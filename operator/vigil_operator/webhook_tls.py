@@ -37,11 +37,11 @@ ISSUED_AT: Final = "vigil.dev/leaf-issued-at"
 ROTATED_FOR: Final = "vigil.dev/rotated-for"
 ADOPTED_AT: Final = "vigil.dev/adopted-at"
 CA_NAME: Final = "vigil webhook CA"
+"""Followed by the time it was made: two CAs of a rotation are told apart by name too (`openssl x509 -subject`)."""
 SELECTOR_LABELS: Final = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component")
 """The chart's selector of the operator's Deployment (immutable: the same before and after an upgrade)."""
 TEMPLATE_LABEL: Final = "pod-template-hash"
 """Set by the Deployment's ReplicaSet: the pods of one rollout share it."""
-"""Followed by the time it was made: two CAs of a rotation are told apart by name too (`openssl x509 -subject`)."""
 
 
 @dataclass(frozen=True)
