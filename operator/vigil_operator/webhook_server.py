@@ -1,25 +1,41 @@
 """The admission webhook's HTTPS server: kopf's, with certificates made by `cryptography` when none are given
 (kopf's self-signed mode needs oscrypto, which fails on OpenSSL 3), and the request's namespace filled into the
 object (a pod created from a template may reach admission without `metadata.namespace`), and every failed request
-counted by webhook (`vigil_operator_webhook_errors_total`)."""
+counted by webhook (`vigil_operator_webhook_errors_total`).
 
+It stops gently (a replica replaced by a rollout, `failurePolicy: Fail`): kopf closes its listener and connections
+the moment the operator stops, and the apiservers keep connections to it alive and reuse them, so a request sent as
+a connection closed came back as `EOF` and the pod it admitted was refused (seen in CI while a release's two
+replicas were replaced). Instead it serves on for `DRAIN_SECONDS` while the pod leaves the Service's endpoints,
+answering each request with `Connection: close`, so every kept connection is closed by an answer the apiserver
+reads, not under a request it is sending; then it stops."""
+
+import asyncio
+import contextlib
 import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import aiohttp.web
 import kopf
 
 from vigil_operator import pki
 from vigil_operator.metrics import INJECT_SIDECAR, ONE_CR_PER_GROUP, OTHER_WEBHOOK, OperatorMetrics
 from vigil_operator.settings import OperatorSettings
 
+DRAIN_SECONDS: Final = 5.0
+"""How long the webhook serves on once the operator stops: the Service's endpoints (and kube-proxy's rules on every
+node) drop the pod meanwhile, and the apiservers' kept connections to it are closed by the answers."""
+
 
 class NamespacedWebhookServer(kopf.WebhookServer):
-    def __init__(self, *args: Any, metrics: OperatorMetrics, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, metrics: OperatorMetrics, drain: float = DRAIN_SECONDS, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.metrics = metrics
+        self.drain = drain
+        self.draining = False
 
     def _build_ssl(self) -> tuple[bytes | None, ssl.SSLContext | None]:
         if self.context is not None and self.certfile is None:
@@ -29,8 +45,38 @@ class NamespacedWebhookServer(kopf.WebhookServer):
         return super()._build_ssl()
 
     async def __call__(self, fn: Any) -> AsyncIterator[Any]:
-        async for client_config in super().__call__(served(fn, self.metrics)):
-            yield client_config
+        """kopf's server in a task of its own, so that stopping (this generator cancelled) drains it first."""
+        configs: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def serve() -> None:
+            async for client_config in super(NamespacedWebhookServer, self).__call__(served(fn, self.metrics)):
+                await configs.put(client_config)
+
+        server = asyncio.create_task(serve())
+        try:
+            while True:
+                getting = asyncio.ensure_future(configs.get())
+                await asyncio.wait({getting, server}, return_when=asyncio.FIRST_COMPLETED)
+                if not getting.done():
+                    getting.cancel()
+                    server.result()  # the server ended: its error, as kopf's own would raise it
+                    return
+                yield getting.result()
+        finally:
+            self.draining = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(self.drain)
+            server.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await server
+
+    async def _serve(self, fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:  # type: ignore[override]
+        """kopf's answer; while draining, with `Connection: close` (the apiserver opens a new connection, to a
+        replica that stays)."""
+        response: aiohttp.web.Response = await super()._serve(fn, request)
+        if self.draining:
+            response.force_close()
+        return response
 
 
 def served(fn: Any, metrics: OperatorMetrics) -> Any:

@@ -1,11 +1,13 @@
-"""The operator's own webhook certificates (`webhook.operatorCertificates`) in the chart on the real node, reached
-the way a release of 0.2.0 reaches them: installed with the chart's certificate, then switched by `helm upgrade`.
-Two replicas serve the injection webhook with `failurePolicy: Fail`, so a pod the apiserver cannot call the webhook
-for is refused, not let through. Labelled pods are created every 0.1 s throughout the upgrade and the takeover that
-follows (the chart's certificate served on beside a new CA, then the new CA's): every pod is admitted with its
-sidecar, and at the end both new replicas serve the operator's certificate, signed by the only CA the configurations
-trust; the next upgrade lets the chart's Secret go. (A CA rotation the Secret's annotation asks for is the same plan:
-tests/integration/test_webhook_tls.py runs it against the real apiserver.)
+"""The operator's own webhook certificates (`webhook.operatorCertificates`) in the chart on the real node, reached the
+way a release of 0.2.0 reaches them: installed with the chart's certificate, then switched by `helm upgrade`. Two
+replicas serve the injection webhook with `failurePolicy: Fail`, so a pod the apiserver cannot call the webhook for
+is refused, not let through — also while the rollout replaces them: a stopping replica serves on for its drain,
+closing the apiserver's kept connections with its answers (a request sent on a connection kopf closed at once came
+back `EOF` and its pod was refused, in CI). Labelled pods are created every 0.1 s throughout the upgrade and the
+takeover that follows (the chart's certificate served on beside a new CA, then the new CA's): every pod is admitted
+with its sidecar, and at the end both new replicas serve the operator's certificate, signed by the only CA the
+configurations trust; the next upgrade lets the chart's Secret go. (A CA rotation the Secret's annotation asks for
+is the same plan: tests/integration/test_webhook_tls.py runs it against the real apiserver.)
 """
 
 import base64
@@ -36,10 +38,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.kube]
 
 PROPAGATION = 6
 """The release's `propagationSeconds`. The chart's CA stays trusted until no replica of the release's earlier
-rollout is left (the operator reads its Deployment's pods). With the handover's time alone (5 propagations, 30 s
-here), a rollout slower than that would leave an old replica serving the chart's certificate after the apiserver
-stopped trusting it: the likely cause of this test's one failure in CI (its message was cut off then; refusals are
-now recorded with the apiserver's own message)."""
+rollout is left (the operator reads its Deployment's pods), not for a fixed 5 propagations, which a slow rollout
+could outlast."""
 OPERATOR_VALUES = {
     "operator": {"replicas": 2, "resyncSeconds": 3},
     # the chart's own certificate first (0.2.0's default); the test switches the release to the operator's
