@@ -312,7 +312,7 @@ def test_never_stalled_while_rebalancing_or_within_a_stall_timeout_after_a_rebal
         previous = parsed
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)  # timing is not the property: a loaded machine is slow
 @given(streams())
 def test_an_idle_app_is_never_stalled(stream: list[tuple[float, dict[str, Any]]]) -> None:
     for _now, parsed, _state, verdict in _run(stream):
