@@ -184,6 +184,8 @@ class WebhookTLS:
         )
         self.tick = max(1.0, settings.webhook_cert_propagation / 4)
         self.pod_name = pod_name
+        self._rollout: tuple[str, str] | None = None
+        """This replica's Deployment selector and pod template (`_old_replicas`): its own pod's, read once."""
         self.files = settings.state_dir / "webhook-tls"
         self.served = b""
         """The certificate (PEM) the context serves."""
@@ -292,12 +294,13 @@ class WebhookTLS:
         if not self.pod_name:
             return None
         try:
-            me = await self.kube.pod(self.namespace, self.pod_name)
-            labels = ((me or {}).get("metadata") or {}).get("labels") or {}
-            template = labels.get(TEMPLATE_LABEL)
-            if template is None or any(key not in labels for key in SELECTOR_LABELS):
-                return None
-            selector = ",".join(f"{key}={labels[key]}" for key in SELECTOR_LABELS)
+            if self._rollout is None:
+                me = await self.kube.pod(self.namespace, self.pod_name)
+                labels = ((me or {}).get("metadata") or {}).get("labels") or {}
+                if TEMPLATE_LABEL not in labels or any(key not in labels for key in SELECTOR_LABELS):
+                    return None
+                self._rollout = ",".join(f"{key}={labels[key]}" for key in SELECTOR_LABELS), labels[TEMPLATE_LABEL]
+            selector, template = self._rollout
             pods = await self.kube.pods(self.namespace, selector)
         except KubeError as exc:
             log.warning("webhook TLS: the release's replicas unknown (%s): the chart's CA is kept for the handover's"
