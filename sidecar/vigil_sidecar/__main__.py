@@ -38,7 +38,7 @@ async def _run(sidecar: Sidecar) -> None:
     still in progress gets `server.STOP_REQUESTS_SECONDS`), a running bridge ends and the queued events, its end among
     them, get `EVENTS_FLUSH_AT_STOP` to be delivered (`Sidecar.close`). A Kafka call still waiting for its answer is
     left to its daemon thread (`DaemonWorker`), which the interpreter does not wait for."""
-    runners = await server.serve(sidecar)
+    servers = await server.serve(sidecar)
     s = sidecar.settings
     log.info(
         "watching group %s for pod %s: stall timeout %.1fs, action %s; beacon %s:%d, health %s:%d",
@@ -53,7 +53,7 @@ async def _run(sidecar: Sidecar) -> None:
     stopped = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait({watch, stopped}, return_when=asyncio.FIRST_COMPLETED)
     watch.cancel()
-    await asyncio.gather(*(runner.cleanup() for runner in runners))
+    await asyncio.gather(*(listener.stop(server.STOP_REQUESTS_SECONDS) for listener in servers))
     sidecar.close()
     if watch in done and watch.exception() is not None:
         raise watch.exception()  # type: ignore[misc]

@@ -18,20 +18,19 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
 
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from vigil_core import sidecar_contract as contract
+from vigil_sidecar.listener import Handler, LineTooLongError, Request, Response, Server
 from vigil_sidecar.runtime import Sidecar
 from vigil_sidecar.signals import stats as stats_signal
 from vigil_sidecar.signals.beacon import MAX_BEACON_BYTES, BeaconError, parse_beacon
 
 log = logging.getLogger("vigil.sidecar")
 
-#: At stop, a request still being handled gets this long to finish, then as long again once cancelled (aiohttp's
-#: default: a minute each): a client that never sends the rest of its request does not hold the exit.
+#: At stop, a request still being handled gets this long to finish, then as long again once cancelled: a client
+#: that never sends the rest of its request does not hold the exit.
 STOP_REQUESTS_SECONDS = 0.1
 
 
@@ -57,17 +56,17 @@ def _accept(sidecar: Sidecar, data: bytes, transport: str) -> str | None:
     return None
 
 
-def _stats_handler(sidecar: Sidecar) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def post_stats(request: web.Request) -> web.Response:
+def _stats_handler(sidecar: Sidecar) -> Handler:
+    async def post_stats(request: Request) -> Response:
         """librdkafka's statistics JSON as the app's stats callback got it (the stats signal)."""
         limit = stats_signal.MAX_STATS_BYTES
         if request.content_length is not None and request.content_length > limit:
             sidecar.metrics.stats_documents.labels("too-large").inc()
-            return web.json_response({"error": f"stats: over the {limit}-byte limit"}, status=413)
-        data = await request.content.read(limit + 1)
+            return Response.json({"error": f"stats: over the {limit}-byte limit"}, status=413)
+        data = await request.read(limit + 1)
         if len(data) > limit:
             sidecar.metrics.stats_documents.labels("too-large").inc()
-            return web.json_response({"error": f"stats: over the {limit}-byte limit"}, status=413)
+            return Response.json({"error": f"stats: over the {limit}-byte limit"}, status=413)
         try:
             doc = stats_signal.parse_stats(data)
         except stats_signal.StatsError as exc:
@@ -76,25 +75,25 @@ def _stats_handler(sidecar: Sidecar) -> Callable[[web.Request], Awaitable[web.Re
             if problem != sidecar.last_bad_beacon:
                 log.warning("ignored a malformed statistics document: %s", problem)
                 sidecar.last_bad_beacon = problem
-            return web.json_response({"error": problem}, status=400)
+            return Response.json({"error": problem}, status=400)
         verdict = sidecar.stats(doc)
         sidecar.metrics.stats_documents.labels("accepted").inc()
-        return web.json_response({"verdict": verdict.value})
+        return Response.json({"verdict": verdict.value})
 
     return post_stats
 
 
-def beacon_app(sidecar: Sidecar) -> web.Application:
-    async def post_beacon(request: web.Request) -> web.Response:
-        data = await request.content.read(MAX_BEACON_BYTES + 1)
+def beacon_server(sidecar: Sidecar) -> Server:
+    async def post_beacon(request: Request) -> Response:
+        data = await request.read(MAX_BEACON_BYTES + 1)
         problem = _accept(sidecar, data, "http")
         if problem is not None:
-            return web.json_response({"error": problem}, status=400)
-        return web.Response(status=204)
+            return Response.json({"error": problem}, status=400)
+        return Response(status=204)
 
     holds: set[asyncio.BaseTransport] = set()
 
-    async def post_hold(request: web.Request) -> web.StreamResponse:
+    async def post_hold(request: Request) -> Response | None:
         """Wait on the body until the app's end closes the connection (or it ends the body); answer first only the
         go-ahead a helper asked for."""
         process: object = object()  # this connection alone, unless it names its process
@@ -102,44 +101,41 @@ def beacon_app(sidecar: Sidecar) -> web.Application:
         if transport is not None:
             holds.add(transport)
         opened = False
-        answer: web.StreamResponse | None = None
         try:
             first = b""
-            with contextlib.suppress(ValueError):  # a first line over the limit: no pid, still a hold
-                first = await request.content.readline()
+            with contextlib.suppress(LineTooLongError):  # a first line over the limit: no pid, still a hold
+                first = await request.readline()
             named, asks_ready = _hold_first_line(first)
             process = named or process
             sidecar.hold_opened(process)
             opened = True
             if asks_ready:
                 released = await sidecar.app_back()
-                answer = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
-                answer.enable_chunked_encoding()
-                await answer.prepare(request)
-                await answer.write(json.dumps({"ready": True, "released": released}).encode() + b"\n")
-            while await request.content.readany():
+                await request.stream("application/x-ndjson", json.dumps({"ready": True, "released": released}).encode()
+                                     + b"\n")  # fmt: skip
+            while await request.readany():
                 pass  # nothing more is expected; anything is ignored
-        except Exception:  # noqa: BLE001, S110 - reset, truncated chunk: every way a connection ends is the end
-            pass
+        except (ConnectionError, OSError):
+            pass  # reset, truncated chunk: every way a connection ends is the end
         finally:
             if transport is not None:
                 holds.discard(transport)
             if opened:
                 sidecar.hold_closed(process)
-        return answer or web.Response(status=204)
+        return None if request.streaming else Response(status=204)
 
-    async def release_holds(_: web.Application) -> None:
+    def release_holds() -> None:
         """The sidecar is stopping: the holds it closes now are not the app's end (the app reconnects)."""
         sidecar.stopping = True
         for transport in list(holds):
             transport.close()
 
-    app = web.Application(client_max_size=max(MAX_BEACON_BYTES, stats_signal.MAX_STATS_BYTES) + 1)
-    app.router.add_post(contract.BEACON_PATH, post_beacon)
-    app.router.add_post(contract.STATS_PATH, _stats_handler(sidecar))
-    app.router.add_post("/v1/hold", post_hold)
-    app.on_shutdown.append(release_holds)
-    return app
+    routes: dict[tuple[str, str], Handler] = {
+        ("POST", contract.BEACON_PATH): post_beacon,
+        ("POST", contract.STATS_PATH): _stats_handler(sidecar),
+        ("POST", "/v1/hold"): post_hold,
+    }
+    return Server(routes, stopping=[release_holds])
 
 
 def _hold_first_line(line: bytes) -> tuple[str | None, bool]:
@@ -157,49 +153,47 @@ def _hold_first_line(line: bytes) -> tuple[str | None, bool]:
     return (f"pid {pid}" if named else None), ready
 
 
-def health_app(sidecar: Sidecar) -> web.Application:
+def health_server(sidecar: Sidecar) -> Server:
     stale_after = max(10.0, 3 * sidecar.settings.check_interval)
 
-    async def livez(_: web.Request) -> web.Response:
+    async def livez(_: Request) -> Response:
         age = time.monotonic() - sidecar.loop_alive_at
         if age > stale_after:
-            return web.Response(status=503, text=f"watchdog loop silent for {age:.0f}s\n")
-        return web.Response(text="ok\n")
+            return Response.text(f"watchdog loop silent for {age:.0f}s\n", status=503)
+        return Response.text("ok\n")
 
-    async def probe_app(_: web.Request) -> web.Response:
+    async def probe_app(_: Request) -> Response:
         if sidecar.app_probe_failing:
-            return web.Response(status=503, text="vigil: the app stalled; restart requested\n")
-        return web.Response(text="ok\n")
+            return Response.text("vigil: the app stalled; restart requested\n", status=503)
+        return Response.text("ok\n")
 
-    async def metrics(_: web.Request) -> web.Response:
-        body = generate_latest(sidecar.metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    async def metrics(_: Request) -> Response:
+        return Response(body=generate_latest(sidecar.metrics.registry), content_type=CONTENT_TYPE_LATEST)
 
-    async def status(_: web.Request) -> web.Response:
-        return web.Response(text=json.dumps(sidecar.status(), indent=2) + "\n", content_type="application/json")
+    async def status(_: Request) -> Response:
+        return Response(body=(json.dumps(sidecar.status(), indent=2) + "\n").encode(), content_type="application/json")
 
-    app = web.Application()
-    app.router.add_get(contract.LIVEZ_PATH, livez)
-    app.router.add_get(contract.APP_PROBE_PATH, probe_app)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get(contract.STATUS_PATH, status)
-    return app
+    routes: dict[tuple[str, str], Handler] = {
+        ("GET", contract.LIVEZ_PATH): livez,
+        ("GET", contract.APP_PROBE_PATH): probe_app,
+        ("GET", "/metrics"): metrics,
+        ("GET", contract.STATUS_PATH): status,
+    }
+    return Server(routes)
 
 
-async def serve(sidecar: Sidecar) -> list[web.AppRunner]:
+async def serve(sidecar: Sidecar) -> list[Server]:
     """Bind both listeners (and the UDP beacon socket); fails at once if a port is taken."""
     settings = sidecar.settings
-    runners = []
-    for app, host, port in (
-        (beacon_app(sidecar), settings.beacon_bind, settings.beacon_port),
-        (health_app(sidecar), settings.health_bind, settings.health_port),
+    servers = []
+    for listener, host, port in (
+        (beacon_server(sidecar), settings.beacon_bind, settings.beacon_port),
+        (health_server(sidecar), settings.health_bind, settings.health_port),
     ):
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=STOP_REQUESTS_SECONDS)
-        await runner.setup()
-        await web.TCPSite(runner, host, port).start()
-        runners.append(runner)
+        await listener.start(host, port)
+        servers.append(listener)
     loop = asyncio.get_running_loop()
     await loop.create_datagram_endpoint(
         lambda: _BeaconDatagrams(sidecar), local_addr=(settings.beacon_bind, settings.beacon_port)
     )
-    return runners
+    return servers

@@ -1,8 +1,8 @@
 """The eviction budget's I/O: read the group's Lease, apply the pure ledger rule, write it back compare-and-swap.
 
 Two raw HTTP calls and nothing else — `GET` the Lease and `PUT` it back with the `metadata.resourceVersion` it was
-read at — so the sidecar needs neither the `kubernetes` client (it stays small: aiohttp only) nor more RBAC than
-`get`/`update` on one pre-created Lease (RBAC cannot limit `create` by `resourceNames`). A `409
+read at — so the sidecar needs neither the `kubernetes` client (it stays small: `vigil_core.http_client`) nor more
+RBAC than `get`/`update` on one pre-created Lease (RBAC cannot limit `create` by `resourceNames`). A `409
 Conflict` means another sidecar wrote in between: read again, decide again on the new content, retry (bounded).
 
 Every failure is an answer, never an exception: `BudgetUnavailable`. The sidecar treats it as "no permit" and
@@ -11,6 +11,7 @@ API server must never turn into unbudgeted evictions.
 """
 
 import asyncio
+import json
 import os
 import random
 import ssl
@@ -20,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypeVar
 
-import aiohttp
-
+from vigil_core import http_client
 from vigil_core.budget import ledger as ledger_rules
 from vigil_core.budget.ledger import ANNOTATION, DEFAULT_FRESHNESS, Ledger, LedgerDecodeError, Permit, Refusal
 from vigil_core.budget.poison import TopicPartition
@@ -104,9 +104,8 @@ class LeaseApi:
         self._ssl = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
         if client_cert is not None:
             self._ssl.load_cert_chain(str(client_cert[0]), str(client_cert[1]))
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._timeout = timeout
         self.max_attempts = max_attempts
-        self._session: aiohttp.ClientSession | None = None
         self.conflicts = 0
         """409 answers seen (each one re-read and retried): for metrics, and for tests to prove the CAS ran."""
         self.writes = 0
@@ -143,9 +142,7 @@ class LeaseApi:
         await self.close()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Nothing is kept open (a connection per call: the Lease is read at an eviction, rarely)."""
 
     # -- the two calls ---------------------------------------------------------------------------------------------
 
@@ -168,23 +165,28 @@ class LeaseApi:
         return body
 
     async def _call(self, method: str, payload: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
-        headers = {"Accept": "application/json"}
+        headers = [("Accept", "application/json")]
         token = self._bearer()
         if token:
-            headers["Authorization"] = f"Bearer {token}"
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            headers.append(("Authorization", f"Bearer {token}"))
+        data = b""
+        if payload is not None:
+            headers.append(("Content-Type", "application/json"))
+            data = json.dumps(payload).encode()
         try:
-            async with self._session.request(method, self.url, json=payload, headers=headers, ssl=self._ssl) as resp:
-                try:
-                    body = await resp.json(content_type=None)
-                except ValueError:
-                    body = {}
-                return resp.status, body if isinstance(body, dict) else {}
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            async with asyncio.timeout(self._timeout):
+                status, answer = await http_client.request(
+                    method, self.url, headers=headers, body=data, ssl_context=self._ssl
+                )
+        except (TimeoutError, OSError) as exc:
             raise UnavailableError(
                 BudgetUnavailable("unreachable", f"{method} {self.url}: {type(exc).__name__}: {exc}")
             ) from None
+        try:
+            body = json.loads(answer) if answer else {}
+        except ValueError:
+            body = {}
+        return status, body if isinstance(body, dict) else {}
 
     def _bearer(self) -> str | None:
         if self._token_file is not None:

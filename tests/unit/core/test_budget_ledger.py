@@ -367,7 +367,7 @@ def test_serialization_stays_within_the_cap_keeping_the_newest(ledger: Ledger, c
         assert not kept.permits
 
 
-_IO = {"asyncio", "socket", "aiohttp", "ssl", "kubernetes", "os", "time", "subprocess", "pathlib", "random"}
+_IO = {"asyncio", "socket", "aiohttp", "h11", "ssl", "kubernetes", "os", "time", "subprocess", "pathlib", "random"}
 
 
 def test_the_ledger_does_no_io_and_reads_no_clock() -> None:

@@ -7,11 +7,10 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 
-from aiohttp import web
-
 from vigil_dev import ports
 from vigil_sidecar import config, server
 from vigil_sidecar.client.consumer import _Hold
+from vigil_sidecar.listener import Server
 from vigil_sidecar.metrics import Metrics
 from vigil_sidecar.runtime import Sidecar
 
@@ -23,11 +22,10 @@ def _sidecar(**env: str) -> Sidecar:
     return Sidecar(settings, connection, Metrics())
 
 
-async def _serve(sidecar: Sidecar, port: int) -> web.AppRunner:
-    runner = web.AppRunner(server.beacon_app(sidecar), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    return runner
+async def _serve(sidecar: Sidecar, port: int) -> Server:
+    listener = server.beacon_server(sidecar)
+    await listener.start("127.0.0.1", port)
+    return listener
 
 
 async def _until(probe: Callable[[], object], what: str, timeout: float = 5.0) -> None:
@@ -74,7 +72,7 @@ def test_a_hold_that_closes_is_an_end_of_the_app_once_per_process() -> None:
             assert sidecar.status()["app"] == {"helper_connections": 0, "ends": 2}
             assert sidecar.status()["bridge"] is None  # bridging is off by default
         finally:
-            await runner.cleanup()
+            await runner.stop(server.STOP_REQUESTS_SECONDS)
 
     _run(test)
 
@@ -87,7 +85,7 @@ def test_the_sidecar_stopping_is_no_end_of_the_app() -> None:
         sock = await _hold(port, 102)
         await _until(lambda: _value(sidecar, "vigil_sidecar_app_holds") == 1, "the hold open")
         started = time.monotonic()
-        await runner.cleanup()  # SIGTERM's path: the holds are released, not waited for
+        await runner.stop(server.STOP_REQUESTS_SECONDS)  # SIGTERM's path: the holds are released, not waited for
         assert time.monotonic() - started < 5
         assert sidecar.stopping
         assert _value(sidecar, "vigil_sidecar_app_ends_total") == 0
@@ -111,7 +109,7 @@ def test_an_end_without_a_reported_member_is_refused_and_counted() -> None:
             assert sidecar.status()["bridge"]["state"] == "refused"
             assert _value(sidecar, "vigil_sidecar_bridge_heartbeats_total") == 0
         finally:
-            await runner.cleanup()
+            await runner.stop(server.STOP_REQUESTS_SECONDS)
 
     _run(test)
 
@@ -124,7 +122,7 @@ def test_the_helpers_hold_reconnects_after_the_sidecar_restarts() -> None:
         hold = _Hold(("127.0.0.1", port))
         hold._thread.start()  # noqa: SLF001 - a fresh hold, not this process's singleton
         await _until(lambda: _value(first, "vigil_sidecar_app_holds") == 1, "the helper holding")
-        await runner.cleanup()
+        await runner.stop(server.STOP_REQUESTS_SECONDS)
         second = _sidecar()
         runner = await _serve(second, port)
         try:
@@ -132,7 +130,7 @@ def test_the_helpers_hold_reconnects_after_the_sidecar_restarts() -> None:
             assert hold.connected == 2
             assert _value(first, "vigil_sidecar_app_ends_total") == 0
         finally:
-            await runner.cleanup()
+            await runner.stop(server.STOP_REQUESTS_SECONDS)
 
     _run(test)
 
@@ -149,7 +147,7 @@ def test_a_connection_without_a_pid_still_holds() -> None:
             sock.close()
             await _until(lambda: _value(sidecar, "vigil_sidecar_app_ends_total") == 1, "the app's end")
         finally:
-            await runner.cleanup()
+            await runner.stop(server.STOP_REQUESTS_SECONDS)
 
     _run(test)
 
@@ -178,7 +176,7 @@ def test_a_helper_asking_for_the_go_ahead_gets_it_at_once_when_no_member_is_kept
             await _until(lambda: _value(sidecar, "vigil_sidecar_app_ends_total") == 1, "the raw process's end")
             assert _value(sidecar, "vigil_sidecar_app_holds") == 1  # the helper's still holds
         finally:
-            await runner.cleanup()
+            await runner.stop(server.STOP_REQUESTS_SECONDS)
 
     _run(test)
 

@@ -545,7 +545,19 @@ def test_timers() -> None:
     assert ok.with_due(4.0).due(4.0)
 
 
-_IO = {"asyncio", "socket", "aiohttp", "confluent_kafka", "kafka", "kubernetes", "kopf", "subprocess", "time", "os"}
+_IO = {
+    "asyncio",
+    "socket",
+    "aiohttp",
+    "h11",
+    "confluent_kafka",
+    "kafka",
+    "kubernetes",
+    "kopf",
+    "subprocess",
+    "time",
+    "os",
+}
 
 
 def test_the_watchdog_does_no_io_and_reads_no_clock() -> None:
