@@ -565,9 +565,9 @@ def test_events_round_trip_through_the_events_topic(kafka: KafkaCluster) -> None
 
 
 def test_a_missing_events_topic_is_counted_not_raised(kafka: KafkaCluster) -> None:
-    sink = EventSink(kafka.connection(), clients.unique("no-such-topic"))
+    sink = EventSink(kafka.connection(), clients.unique("no-such-topic"), delivery_timeout=3.0)
     sink.emit(_member_removed("orders"))  # auto-creation is off: the topic never appears
-    wait_for(lambda: (sink.flush(1), sink.failed), lambda r: r == (0, 1), timeout=40, what="one counted failure")
+    wait_for(lambda: (sink.flush(1), sink.failed), lambda r: r == (0, 1), timeout=20, what="one counted failure")
     assert sink.last_error is not None
     assert "\n" not in sink.last_error
 

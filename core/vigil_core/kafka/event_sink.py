@@ -19,8 +19,13 @@ log = logging.getLogger(__name__)
 
 class EventSink:
     def __init__(
-        self, connection: KafkaConnection, topic: str = EVENTS_TOPIC_DEFAULT, client_id: str = "vigil"
+        self,
+        connection: KafkaConnection,
+        topic: str = EVENTS_TOPIC_DEFAULT,
+        client_id: str = "vigil",
+        delivery_timeout: float = 30.0,
     ) -> None:
+        """`delivery_timeout`: seconds an event may wait for its topic and broker before it counts as failed."""
         self.topic = topic
         self._producer = Producer(
             connection.confluent_config()
@@ -28,7 +33,7 @@ class EventSink:
                 "client.id": client_id,
                 "enable.idempotence": True,
                 "linger.ms": 50,
-                "message.timeout.ms": 30000,
+                "message.timeout.ms": int(delivery_timeout * 1000),
                 "log_level": 3,
             }
         )
