@@ -15,7 +15,12 @@ silent for half its stall timeout, `runtime.PREPARE_EVICTION_AT`, the loop wakes
 only when making it ahead of need failed: no broker answered then). Each `--evictions` times, in turn, a new group
 each time; the differences of the medians are what the lazy load costs.
 
-    .venv/bin/python bench/sidecar_footprint.py [--seconds 60] [--evictions 5]
+`--before DIR` also measures, in the same run, the sidecar of another commit (`git archive COMMIT | tar -x -C DIR`:
+its `core/` and `sidecar/` go first on the sidecar's PYTHONPATH) and gives the ratios to it. Anonymous memory is
+shown beside RSS: the rest is file-backed (the interpreter's and libraries' shared objects), which the sidecars of
+one image on a node share through the page cache.
+
+    .venv/bin/python bench/sidecar_footprint.py [--seconds 60] [--evictions 5] [--before DIR]
 """
 
 import argparse
@@ -76,9 +81,11 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
-def _rss_mb(pid: int) -> float:
-    match = re.search(r"VmRSS:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
-    return int(match.group(1)) / 1024 if match else float("nan")
+def _memory_mb(pid: int) -> tuple[float, float]:
+    """RSS and its anonymous part."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    found = [re.search(rf"{key}:\s+(\d+) kB", status) for key in ("VmRSS", "RssAnon")]
+    return tuple(int(m.group(1)) / 1024 if m else float("nan") for m in found)  # type: ignore[return-value]
 
 
 def _requests(sidecar: RunningSidecar) -> float:
@@ -90,10 +97,17 @@ def _kafka_python_loaded(sidecar: RunningSidecar) -> bool:
     return re.search(r"^import time:.*\|\s+kafka(\.\S+)?$", sidecar.log.read_text(), re.M) is not None
 
 
-def measure(conn, state: Path, signal: str, seconds: float) -> tuple[float, float, float, bool]:
+def measure(
+    conn, state: Path, signal: str, seconds: float, code: Path | None
+) -> tuple[float, float, float, float, bool]:
+    """RSS, anonymous memory, CPU, requests per check and whether kafka-python was loaded; `code`: another commit's
+    tree whose sidecar is measured (None: this checkout's)."""
     topic = clients.create_topic(conn, clients.unique("fp"), partitions=2)
     group = clients.unique("g-fp")
-    sidecar = start_sidecar(conn, group, "pod-a", state, env={"PYTHONPROFILEIMPORTTIME": "1"}, signal=signal,
+    env = {"PYTHONPROFILEIMPORTTIME": "1"}
+    if code is not None:
+        env["PYTHONPATH"] = f"{code / 'core'}:{code / 'sidecar'}"
+    sidecar = start_sidecar(conn, group, "pod-a", state, env=env, signal=signal,
                             stall_timeout_seconds=60, check_interval_seconds=CHECK, events_topic="",
                             budget="none")  # fmt: skip
     watched = clients.Member(conn, group, [topic], "pod-a")
@@ -117,7 +131,7 @@ def measure(conn, state: Path, signal: str, seconds: float) -> tuple[float, floa
         elapsed = time.monotonic() - t0
         cpu = (_cpu_seconds(pid) - cpu0) / elapsed * 100
         per_check = (_requests(sidecar) - req0) / (elapsed / CHECK)
-        return _rss_mb(pid), cpu, per_check, _kafka_python_loaded(sidecar)
+        return *_memory_mb(pid), cpu, per_check, _kafka_python_loaded(sidecar)
     finally:
         for m in members:
             m.close()
@@ -149,11 +163,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--evictions", type=int, default=5, help="timed first evictions per mode")
+    parser.add_argument("--before", type=Path, help="another commit's tree (git archive): its sidecar measured too")
     args = parser.parse_args()
+    if args.before is not None and not (args.before / "sidecar" / "vigil_sidecar" / "__main__.py").is_file():
+        parser.error(f"--before {args.before}: no sidecar/vigil_sidecar/__main__.py there (a `git archive` tree?)")
     state = Path(tempfile.mkdtemp(prefix="vigil-footprint-"))
     kafka = kafka_cluster.create(state / "stack", progress=lambda line: print(f"# {line}", flush=True))
+    codes: list[tuple[str, Path | None]] = [("now", None)] + ([("before", args.before)] if args.before else [])
     try:
-        rows = [(signal, *measure(kafka.connection(), state, signal, args.seconds)) for signal in SIGNALS]
+        rows = [
+            (signal, label, *measure(kafka.connection(), state, signal, args.seconds, code))
+            for signal in SIGNALS
+            for label, code in codes
+        ]
         evictions: dict[str, list[dict]] = {mode: [] for mode in MODES}
         for _ in range(args.evictions):
             for mode in MODES:
@@ -162,14 +184,19 @@ def main() -> None:
         kafka.stop()
         shutil.rmtree(state, ignore_errors=True)
     print(f"\nsteady state over {args.seconds:.0f} s, check interval {CHECK:.0f} s, 2 partitions, 2 members\n")
-    print("| signal | RSS | RSS / 65 MB before | RSS / target | CPU (% of a core) | CPU / 0.5 % target"
-          " | broker requests per check | kafka-python loaded |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
-    for signal, rss, cpu, per_check, loaded in rows:
+    before = {signal: rss for signal, label, rss, *_ in rows if label == "before"}
+    reference = "before, same run" if before else f"{BEFORE_MB:.0f} MB before"
+    print(f"| signal | sidecar | RSS | anonymous | RSS / {reference} | RSS / target | CPU (% of a core)"
+          " | CPU / 0.5 % target | broker requests per check | kafka-python loaded |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for signal, label, rss, anon, cpu, per_check, loaded in rows:
         target = TARGET_MB[signal]
         loaded_text = "yes" if loaded else "no"
-        print(f"| {signal} | {rss:.1f} MB | {rss / BEFORE_MB:.2f}× | {rss / target:.2f}× of {target:.0f} MB"
-              f" | {cpu:.2f} % | {cpu / TARGET_CPU:.2f}× | {per_check:.2f} | {loaded_text} |")  # fmt: skip
+        print(f"| {signal} | {label} | {rss:.1f} MB | {anon:.1f} MB | {rss / before.get(signal, BEFORE_MB):.2f}×"
+              f" | {rss / target:.2f}× of {target:.0f} MB | {cpu:.2f} % | {cpu / TARGET_CPU:.2f}× | {per_check:.2f}"
+              f" | {loaded_text} |")  # fmt: skip
+    if args.evictions < 1:
+        return
     assert not any(r["kafka_loaded_before"] for r in evictions["on-demand"]), "on-demand: kafka-python was loaded"
     ms = {mode: [float(r["ms"]) for r in runs] for mode, runs in evictions.items()}
     median = {mode: statistics.median(values) for mode, values in ms.items()}

@@ -115,7 +115,7 @@ def beacon_server(sidecar: Sidecar) -> Server:
                                      + b"\n")  # fmt: skip
             while await request.readany():
                 pass  # nothing more is expected; anything is ignored
-        except (ConnectionError, OSError):
+        except OSError:
             pass  # reset, truncated chunk: every way a connection ends is the end
         finally:
             if transport is not None:
