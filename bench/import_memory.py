@@ -28,7 +28,8 @@ DEFAULT = (
 
 
 def memory_mb() -> tuple[float, float]:
-    """VmRSS and RssAnon of this process."""
+    """VmRSS and RssAnon of this process. Not `vigil_dev.procs.memory_mb`: importing it (subprocess, signal, re) would
+    move those modules' memory into the interpreter's line."""
     fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["RssAnon"].split()[0]) / 1024
 

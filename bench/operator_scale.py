@@ -57,7 +57,6 @@ from vigil_operator import crd
 from vigil_operator.domain import injection
 
 G, V, PLURAL = "vigil.dev", "v1alpha1", "consumergroups"
-TICKS = os.sysconf("SC_CLK_TCK")
 ROOT = Path(__file__).resolve().parents[1]
 TOOL_JVM = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC"]
 GROUP_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
@@ -84,19 +83,6 @@ MEMBER_CONF: ClientConfig = (
 
 def say(line: str) -> None:
     print(f"# {line}", flush=True)
-
-
-# -- /proc ------------------------------------------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
-
-
-def vm_mb(pid: int, key: str) -> float:
-    match = re.search(rf"{key}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
-    return int(match.group(1)) / 1024 if match else float("nan")
 
 
 # -- the consumers ------------------------------------------------------------------------------------------------
@@ -509,7 +495,7 @@ class Monitor:
         if scrape:
             self.scraped = now
         self.watch.see(items, resync_times(self.running) if scrape else {})
-        self.cpu.append((now, cpu_seconds(self.pid)))
+        self.cpu.append((now, procs.cpu_seconds(self.pid)))
         if self.converged_at is None:
             self._converging(now)
             return False
@@ -548,7 +534,7 @@ class Monitor:
 
     def finish(self) -> None:
         self.after = sample(self.running, self.broker, self.probed)
-        self.res.rss, self.res.hwm = vm_mb(self.pid, "VmRSS"), vm_mb(self.pid, "VmHWM")
+        self.res.rss, self.res.hwm = procs.memory_mb(self.pid, "VmRSS"), procs.memory_mb(self.pid, "VmHWM")
 
 
 @dataclass(frozen=True)

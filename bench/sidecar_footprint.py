@@ -35,13 +35,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from vigil_dev import procs
 from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.testing import clients
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_sidecar.client import Consumer as HelperConsumer
 
 CHECK = 5.0
-TICKS = os.sysconf("SC_CLK_TCK")
 SIGNALS = ("beacon", "progress", "stats")
 BEFORE_MB = 65.0  # bench/RESULTS.md, 2026-11-21: every signal
 TARGET_MB = {"beacon": 35.0, "progress": 40.0, "stats": 40.0}
@@ -74,18 +74,6 @@ took = time.perf_counter() - started
 print(json.dumps({"ms": took * 1000, "outcome": outcome.name, "kafka_loaded_before": loaded}))
 client.close()
 """
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
-
-
-def _memory_mb(pid: int) -> tuple[float, float]:
-    """RSS and its anonymous part."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    found = [re.search(rf"{key}:\s+(\d+) kB", status) for key in ("VmRSS", "RssAnon")]
-    return tuple(int(m.group(1)) / 1024 if m else float("nan") for m in found)  # type: ignore[return-value]
 
 
 def _requests(sidecar: RunningSidecar) -> float:
@@ -121,7 +109,7 @@ def measure(
         time.sleep(2 * CHECK)  # let identification and the first samples settle: measure the steady state
         pid = sidecar.process.pid()
         assert pid is not None
-        cpu0, req0, t0 = _cpu_seconds(pid), _requests(sidecar), time.monotonic()
+        cpu0, req0, t0 = procs.cpu_seconds(pid), _requests(sidecar), time.monotonic()
         end = t0 + seconds
         i = 0
         while time.monotonic() < end:  # a steady trickle of work for the group
@@ -129,9 +117,10 @@ def measure(
             i += 1
             time.sleep(1.0)
         elapsed = time.monotonic() - t0
-        cpu = (_cpu_seconds(pid) - cpu0) / elapsed * 100
+        cpu = (procs.cpu_seconds(pid) - cpu0) / elapsed * 100
         per_check = (_requests(sidecar) - req0) / (elapsed / CHECK)
-        return *_memory_mb(pid), cpu, per_check, _kafka_python_loaded(sidecar)
+        rss, anon = procs.memory_mb(pid, "VmRSS"), procs.memory_mb(pid, "RssAnon")
+        return rss, anon, cpu, per_check, _kafka_python_loaded(sidecar)
     finally:
         for m in members:
             m.close()

@@ -173,6 +173,19 @@ def _await_exec(pid: int, wrapper: str | None = None, timeout: float = 2.0) -> N
         time.sleep(0.001)
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time a process has used (utime + stime, all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def memory_mb(pid: int, key: str) -> float:
+    """One memory figure of a process in MB (`key`: a kB field of /proc/PID/status: VmRSS, VmHWM, RssAnon); NaN if
+    it is not there."""
+    match = re.search(rf"^{key}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M)
+    return int(match.group(1)) / 1024 if match else float("nan")
+
+
 def kill_pid(pid: int) -> None:
     """SIGKILL one process that is not ours by pid file (a container's shim left by a killed node) and reap it."""
     os.kill(pid, signal.SIGKILL)

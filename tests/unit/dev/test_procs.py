@@ -2,6 +2,7 @@
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,14 @@ time.sleep(60)
     parent.wait()
     server = procs.Managed("s", tmp_path / "pid", marker)
     procs.wait_until(server.exited, timeout=10, what="the orphaned server to die")
+
+
+def test_memory_and_cpu_of_a_process_come_from_proc() -> None:
+    rss, anon = procs.memory_mb(os.getpid(), "VmRSS"), procs.memory_mb(os.getpid(), "RssAnon")
+    assert 0 < anon < rss
+    assert procs.memory_mb(os.getpid(), "NoSuchField") != procs.memory_mb(os.getpid(), "NoSuchField")  # NaN
+    before = procs.cpu_seconds(os.getpid())
+    wall_end = time.monotonic() + 5
+    while procs.cpu_seconds(os.getpid()) < before + 0.05 and time.monotonic() < wall_end:  # busy: CPU time grows
+        pass
+    assert procs.cpu_seconds(os.getpid()) >= before + 0.05
