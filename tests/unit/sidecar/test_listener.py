@@ -20,9 +20,13 @@ async def _hello(_: Request) -> Response:
     return Response.text("hello\n")
 
 
+async def _refuse(_: Request) -> Response:
+    return Response.text("too large\n", 413)
+
+
 def _run(test: Callable[[Server, int], Awaitable[None]]) -> None:
     async def main() -> None:
-        listener = Server({("POST", "/echo"): _echo, ("GET", "/hello"): _hello})
+        listener = Server({("POST", "/echo"): _echo, ("GET", "/hello"): _hello, ("POST", "/refuse"): _refuse})
         port = ports.free_ports(1)[0]
         await listener.start("127.0.0.1", port)
         try:
@@ -95,6 +99,16 @@ def test_a_client_that_expects_100_continue_gets_it_before_sending_its_body() ->
         answer = await asyncio.to_thread(expecting)
         assert answer.startswith(b"HTTP/1.1 200 OK\r\n"), answer
         assert answer.endswith(b'"body": "hi"}'), answer
+
+    _run(test)
+
+
+def test_a_body_refused_unread_is_never_asked_for_with_100_continue() -> None:
+    async def test(_: Server, port: int) -> None:
+        head = b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n"
+        answer = await asyncio.to_thread(_raw, port, head)  # _raw reads until the listener closes
+        assert answer.startswith(b"HTTP/1.1 413 "), answer
+        assert answer.endswith(b"too large\n"), answer
 
     _run(test)
 
