@@ -19,7 +19,7 @@ from vigil_core.budget import ledger
 from vigil_core.version import VERSION
 from vigil_dev.kafka import cluster as kafka_cluster
 from vigil_dev.kafka.cluster import KafkaCluster
-from vigil_dev.testing import clients
+from vigil_dev.testing import clients, streams_app
 from vigil_dev.testing.e2e import (
     CG,
     cond,
@@ -41,6 +41,7 @@ from vigil_dev.testing.kube_fixtures import (
     process_uid,
 )
 from vigil_dev.testing.release import RunningOperator
+from vigil_dev.testing.sharer import Sharer
 from vigil_dev.testing.silent_broker import silent_broker
 from vigil_dev.testing.waiting import bound, let_time_pass, wait_for
 from vigil_operator import brokers
@@ -93,6 +94,16 @@ def live_group(kube: Kube, kafka: KafkaCluster, operator: RunningOperator) -> It
         yield namespace, name, group
     finally:
         kube.core.delete_namespace(namespace)
+
+
+def table_row(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    """The ConsumerGroup's columns as `kubectl get kcg -o wide` shows them (the Table API), by column name."""
+    response = kube.custom.get_namespaced_custom_object(
+        *CG[:2], namespace, CG[2], name, _headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+        _preload_content=False,
+    )  # fmt: skip
+    table = json.loads(response.data)
+    return dict(zip([c["name"] for c in table["columnDefinitions"]], table["rows"][0]["cells"], strict=True))
 
 
 def quiet_resyncs(kube: Kube, operator: RunningOperator, namespace: str, name: str) -> Callable[[], int]:
@@ -165,13 +176,7 @@ def test_a_live_group_is_described_in_status_with_pods_mapped(
     assert [(b.kind, b.name) for b in binding.subjects] == [("ServiceAccount", "default")]
 
     # printer columns through the Table API, as `kubectl get kcg` shows them
-    response = kube.custom.get_namespaced_custom_object(
-        *CG[:2], namespace, CG[2], name, _headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
-        _preload_content=False,
-    )  # fmt: skip
-    table = json.loads(response.data)
-    columns = [c["name"] for c in table["columnDefinitions"]]
-    row = dict(zip(columns, table["rows"][0]["cells"], strict=True))
+    row = table_row(kube, namespace, name)
     assert (row["Group"], row["State"], row["Members"], row["Stalled"], row["Ready"]) == (group, "Stable", 3, 0, "True")
 
     # its readings on the operator's /metrics, labelled by the ConsumerGroup and the Kafka group (never a member)
@@ -562,6 +567,87 @@ def test_groups_on_a_silent_cluster_are_reported_at_once_and_deleted_without_wai
         assert cond(status_of(kube, namespace, "silent-b"), "Ready").get("reason") == "BrokerUnreachable"
     assert operator.alive()
     assert "Traceback" not in operator.log_text()
+
+
+@pytest.mark.kafka_min("4.4")  # static membership under the streams protocol (KIP-1071's, in 4.4)
+def test_a_streams_group_shows_its_type_members_and_lag(
+    kube: Kube, kafka: KafkaCluster, operator: RunningOperator, namespace: str, artifacts_dir: Path
+) -> None:
+    """A Kafka Streams app on the streams protocol (KIP-1071), static: the operator describes its group by type
+    (status, `kubectl get kcg -o wide`) and reads its lag from its commits. Closed, a static streams member leaves
+    for now and keeps its task until its session times out (45 s): records produced meanwhile are its lag, read back
+    from the operator's /metrics as that exact count."""
+    conn = kafka.connection()
+    source = clients.create_topic(conn, clients.unique("streams-in"), partitions=2)
+    sink = clients.create_topic(conn, clients.unique("streams-out"), partitions=2)
+    group, name = clients.unique("g-streams"), "ledger"
+    state_dir = artifacts_dir / "streams" / group
+    state_dir.mkdir(parents=True)
+    app = streams_app.start(
+        kafka.libs, conn, application_id=group, input_topic=source, output_topic=sink, name="ledger-0",
+        state_dir=state_dir, protocol="streams", instance_id="ledger-0",
+    )  # fmt: skip
+    labels = {"namespace": namespace, "consumergroup": name, "group": group}
+    try:
+        app.wait_state("RUNNING", timeout=90)
+        kube.apply(consumer_group(name, group, conn.bootstrap_servers), namespace)
+        status = wait_for(lambda: status_of(kube, namespace, name),
+                          lambda s: s.get("state") == "Stable" and s.get("memberCount") == 1, timeout=90,
+                          what=f"{name}'s status: its streams group Stable with one member")  # fmt: skip
+        assert status["protocol"] == "streams"
+        assert [m.get("instanceId") for m in status["members"]] == ["ledger-0-1"]  # Kafka Streams' thread suffix
+        assert [m.get("partitions") for m in status["members"]] == [2]  # both tasks' input partitions
+        row = table_row(kube, namespace, name)
+        assert (row["Group"], row["Protocol"], row["Members"]) == (group, "streams", 1)
+
+        clients.produce_spread(conn, source, [f"r{i}" for i in range(20)], 2)
+        wait_for(lambda: operator.reading("vigil_operator_consumergroup_lag", **labels), lambda lag: lag == 0,
+                 timeout=60, what="lag 0 on /metrics: the app processed and committed all 20 records")  # fmt: skip
+        app.stop()
+        assert app.last("closed") is not None, f"the app did not close (log: {app.log})"
+        clients.produce_spread(conn, source, [f"late{i}" for i in range(10)], 2)
+        wait_for(lambda: operator.reading("vigil_operator_consumergroup_lag", **labels), lambda lag: lag == 10,
+                 timeout=bound(5 * RESYNC_SECONDS, slack=10),
+                 what="lag 10 on /metrics: the 10 records produced after the member left for now")  # fmt: skip
+        assert operator.metric("vigil_operator_consumergroup_members", **labels) == 1  # kept with its task
+    finally:
+        app.stop()
+
+
+@pytest.mark.kafka_min("4.4")  # DescribeShareGroupOffsets v1 (its lag, KIP-1226)
+def test_a_share_group_shows_its_type_members_and_lag(
+    kube: Kube, kafka: KafkaCluster, operator: RunningOperator, namespace: str
+) -> None:
+    """A share group (KIP-932, confluent-kafka's ShareConsumer): its type and member in status and on `kubectl get
+    kcg -o wide`; its lag is the broker's count of records not yet delivered and acknowledged, read back from the
+    operator's /metrics as the exact count produced once its member left."""
+    conn = kafka.connection()
+    topic = clients.create_topic(conn, clients.unique("share-in"), partitions=2)
+    group, name = clients.unique("g-share"), "tasks"
+    labels = {"namespace": namespace, "consumergroup": name, "group": group}
+    member = Sharer(kafka, group, topic)
+    try:
+        kube.apply(consumer_group(name, group, conn.bootstrap_servers), namespace)
+        status = wait_for(
+            lambda: status_of(kube, namespace, name),
+            lambda s: s.get("state") == "Stable" and [m.get("partitions") for m in s.get("members") or []] == [2],
+            timeout=60,
+            what=f"{name}'s status: its share group Stable, one member reading both partitions",
+        )
+        assert status["protocol"] == "share"
+        row = table_row(kube, namespace, name)
+        assert (row["Group"], row["Protocol"], row["Members"]) == (group, "share", 1)
+        # the broker counts a share-partition's lag once records went through it (-1, unknown, before)
+        clients.produce_spread(conn, topic, ["first-0", "first-1"], 2)
+        wait_for(lambda: operator.reading("vigil_operator_consumergroup_lag", **labels), lambda lag: lag == 0,
+                 timeout=60, what="lag 0 on /metrics: the first records delivered and acknowledged")  # fmt: skip
+    finally:
+        member.close()
+    clients.produce_spread(conn, topic, [f"r{i}" for i in range(10)], 2)
+    wait_for(lambda: operator.reading("vigil_operator_consumergroup_lag", **labels), lambda lag: lag == 10,
+             timeout=bound(5 * RESYNC_SECONDS, slack=10),
+             what="lag 10 on /metrics: the 10 records produced after its member left")  # fmt: skip
+    assert cond(status_of(kube, namespace, name), "Ready")["status"] == "False"  # Empty: nobody reads them
 
 
 def test_status_continues_across_an_operator_restart(kube: Kube, operator: RunningOperator, live_group) -> None:
