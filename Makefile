@@ -37,6 +37,7 @@ $(BIN)/vigil: pyproject.toml dev/pyproject.toml dev/testapps/pyproject.toml
 
 stack-deps: $(BIN)/vigil
 	@scripts/timed "kafka broker jars, every supported release (maven)" $(BIN)/python -m vigil_dev.kafka.install
+	@scripts/timed "spring kafka jars, for the Spring test app (maven)" $(BIN)/python -m vigil_dev.testing.spring_app
 	@scripts/timed "kubernetes binaries (go build, cached)" $(BIN)/python -m vigil_dev.kube.build
 	@scripts/timed "spark jars: kafka connector (maven), byte readers (javac)" $(BIN)/python -m vigil_dev.spark.install
 

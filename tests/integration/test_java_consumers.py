@@ -234,9 +234,9 @@ def test_an_undone_kip848_eviction_is_seen_by_the_member_id_whatever_the_client_
 ) -> None:
     """The KIP-848 Java consumer without a listener, `client.id=orders` (not the pod's name, no
     instance id): evicted, it rejoins from its background thread under the same member id (KIP-1082: the client
-    makes it once) without a poll. The sidecar knows it by the member id its app reported: the eviction is undone,
-    and it escalates to a restart. Before the fix it matched a rejoined member by instance id or client.id only, saw
-    nobody, and let the undone eviction stand."""
+    makes it once) without a poll. The sidecar knows it by the member id its app reported: back for a stall
+    timeout without a poll, the eviction is undone, and it escalates to a restart. Before the fix it matched a
+    rejoined member by instance id or client.id only, saw nobody, and let the undone eviction stand."""
     case = started("consumer", False, client_id="orders")
     conn = case.kafka.connection()
     wait_for(lambda: clients.stable_members(conn, case.group), lambda n: n == 2, timeout=60, what="2 members stable")
@@ -246,8 +246,9 @@ def test_an_undone_kip848_eviction_is_seen_by_the_member_id_whatever_the_client_
              what="the broker logging vigil's LeaveGroup for the Java member")  # fmt: skip
     wait_for(case.java_in_group, lambda ids: ids == [member_id], timeout=bound(CHECK, slack=5),
              what="the Java member rejoining without a poll, under the same member id")  # fmt: skip
-    wait_for(lambda: case.sidecar.get("/v1/probe/app")[0], lambda code: code == 503, timeout=bound(2 * CHECK),
-             what="the sidecar failing /v1/probe/app (the undone eviction escalated to a restart)")  # fmt: skip
+    wait_for(lambda: case.sidecar.get("/v1/probe/app")[0], lambda code: code == 503,
+             timeout=bound(STALL + 2 * CHECK),
+             what="the sidecar failing /v1/probe/app (back for a stall timeout without a poll: undone)")  # fmt: skip
     assert case.sidecar.metric('vigil_sidecar_actions_total{action="restart",outcome="NONE"}') == 1
     assert f"member {member_id} rejoined without polling" in case.sidecar.status()["last_action"]["reason"]
 
@@ -258,8 +259,8 @@ def _undone_then_restart_then_alert(case: Case, member_id: str) -> None:
     sidecar, java = case.sidecar, case.java
     wait_for(case.java_in_group, lambda ids: ids == [member_id], timeout=bound(CHECK, slack=5),
              what="the Java member rejoining without a poll, with the same member id")  # fmt: skip
-    wait_for(lambda: sidecar.get("/v1/probe/app")[0], lambda code: code == 503, timeout=bound(2 * CHECK),
-             what="the sidecar failing /v1/probe/app (escalation to restart)")  # fmt: skip
+    wait_for(lambda: sidecar.get("/v1/probe/app")[0], lambda code: code == 503, timeout=bound(STALL + 2 * CHECK),
+             what="the sidecar failing /v1/probe/app (back for a stall timeout without a poll: restart)")  # fmt: skip
     assert sidecar.metric('vigil_sidecar_actions_total{action="restart",outcome="NONE"}') == 1
     assert "eviction undone" in sidecar.status()["last_action"]["reason"]
 
@@ -273,7 +274,8 @@ def _undone_then_restart_then_alert(case: Case, member_id: str) -> None:
     wait_for(lambda: case.left(member_id), lambda n: n == 2, timeout=bound(COOLDOWN + CHECK),
              what="the second eviction (after the cooldown)")  # fmt: skip
     wait_for(lambda: sidecar.metric('vigil_sidecar_alerts_total{kind="stall"}'), lambda n: n == 1,
-             timeout=bound(2 * CHECK, slack=5), what="the second undone eviction answered with an alert")  # fmt: skip
+             timeout=bound(STALL + 2 * CHECK, slack=5),
+             what="the second undone eviction answered with an alert")  # fmt: skip
     assert case.java_in_group() == [member_id]  # undone again
     assert sidecar.metric('vigil_sidecar_actions_total{action="leave-group",outcome="NONE"}') == 2
     assert sidecar.metric('vigil_sidecar_actions_total{action="restart",outcome="NONE"}') == 1  # exactly once

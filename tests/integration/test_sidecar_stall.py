@@ -156,7 +156,8 @@ def test_kip848_stall_is_evicted_by_member_id_and_an_undone_eviction_escalates_t
             owned = sorted(tp for tp in other.assigned)
             return "held" if len(owned) == 3 else ""
 
-        path = wait_for(settled, timeout=bound(3 * CHECK + 5), what="a restart (undone) or the other owning all")
+        path = wait_for(settled, timeout=bound(STALL + 3 * CHECK + 5),
+                        what="a restart (back, no poll for a stall timeout) or the other owning all")  # fmt: skip
         _, metrics = sidecar.get("/metrics")
         assert 'vigil_sidecar_actions_total{action="leave-group",outcome="NONE"} 1.0' in metrics
         if path == "undone":

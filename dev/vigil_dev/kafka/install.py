@@ -5,7 +5,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,37 +67,47 @@ def check_java() -> str:
 def ensure_kafka(version: str | None = None, progress: Callable[[str], None] = print) -> KafkaDist:
     """Install (or find in the cache) a broker, the pinned one by default; idempotent and fast when warm."""
     version = check_version(version or pinned_version())
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
-    home = paths.cache_dir() / "kafka" / f"{version}-{digest}"
+    check_java()
+    libs = resolve_jars(POM, f"Apache Kafka {version} broker jars", version, {"kafka.version": version}, progress)
+    return KafkaDist(version=version, libs=libs)
+
+
+def resolve_jars(
+    pom: Path, what: str, name: str, properties: Mapping[str, str], progress: Callable[[str], None] = print
+) -> Path:
+    """The directory of `pom`'s runtime jars with these Maven `properties`, resolved from Maven Central into the
+    cache once (`<cache>/<pom's directory name>/<name>-<pom digest>/libs`); fast when warm."""
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
+    home = paths.cache_dir() / pom.parent.name / f"{name}-{digest}"
     libs = home / "libs"
     stamp = home / "complete"
     if stamp.exists():
-        return KafkaDist(version=version, libs=libs)
-    check_java()
+        return libs
     mvn = _require_tool("mvn", "install Maven (Debian: apt-get install maven)")
-    progress(f"kafka: resolving Apache Kafka {version} broker jars from Maven Central into {home} ...")
+    label = pom.parent.name
+    progress(f"{label}: resolving {what} from Maven Central into {home} ...")
     started = time.monotonic()
     staging = home / "libs.partial"
     shutil.rmtree(staging, ignore_errors=True)
     home.mkdir(parents=True, exist_ok=True)
     cmd = [
-        mvn, "-B", "-q", "-f", str(POM),
+        mvn, "-B", "-q", "-f", str(pom),
         f"-Dmaven.repo.local={paths.cache_dir() / 'm2'}",
         "dependency:copy-dependencies",
         f"-DoutputDirectory={staging}",
         "-DincludeScope=runtime",
-        f"-Dkafka.version={version}",
+        *(f"-D{key}={value}" for key, value in properties.items()),
     ]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        raise DevError(f"kafka: Maven could not resolve the broker jars: {_maven_reason(result.stdout)}")
+        raise DevError(f"{label}: Maven could not resolve the {what}: {_maven_reason(result.stdout)}")
     shutil.rmtree(libs, ignore_errors=True)
     staging.rename(libs)
-    stamp.write_text(f"{version}\n")
+    stamp.write_text(f"{name}\n")
     jars = list(libs.glob("*.jar"))
     size_mb = sum(j.stat().st_size for j in jars) / 1e6
-    progress(f"kafka: {len(jars)} jars ({size_mb:.0f} MB) in {time.monotonic() - started:.0f}s")
-    return KafkaDist(version=version, libs=libs)
+    progress(f"{label}: {len(jars)} jars ({size_mb:.0f} MB) in {time.monotonic() - started:.0f}s")
+    return libs
 
 
 def _maven_reason(output: str) -> str:

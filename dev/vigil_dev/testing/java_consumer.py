@@ -24,6 +24,8 @@ from vigil_dev.errors import DevError
 from vigil_dev.testing.waiting import wait_for
 
 SOURCE = Path(__file__).with_name("java") / "StallingConsumer.java"
+SHARED = SOURCE.with_name("Events.java")
+"""What the test apps share (their event lines, their stall): compiled with each."""
 LIBRARY = Path(__file__).parents[3] / "java" / "src" / "main" / "java"
 """vigil's Java library (`java/`, built by Maven as dev.vigil:vigil-kafka-clients): the test apps compile against
 its sources, so what they run is the library as it is in this checkout."""
@@ -56,9 +58,9 @@ def lib_jar(libs: Path, artifact: str) -> Path:
 
 def compiled(source: Path, classpath: Sequence[Path]) -> Path:
     """The directory holding the classes of `source` (its main class named as the file) and of the library classes
-    it uses, compiled against `classpath` now if these sources and jars never were."""
+    and `Events` it uses, compiled against `classpath` now if these sources and jars never were."""
     main_class = f"{source.stem}.class"
-    key = hashlib.sha256(source.read_bytes())
+    key = hashlib.sha256(source.read_bytes() + b"\0" + SHARED.read_bytes())
     for library_source in sorted(LIBRARY.rglob("*.java")):
         key.update(b"\0" + str(library_source.relative_to(LIBRARY)).encode() + b"\0" + library_source.read_bytes())
     for jar in classpath:
@@ -73,8 +75,9 @@ def compiled(source: Path, classpath: Sequence[Path]) -> Path:
     scratch = Path(tempfile.mkdtemp(prefix=".javac-", dir=target.parent))
     try:
         cp = os.pathsep.join(map(str, classpath))
+        sources = os.pathsep.join([str(LIBRARY), str(SHARED.parent)])
         done = subprocess.run(
-            [javac, "-Xlint:all", "-Werror", "-cp", cp, "-sourcepath", str(LIBRARY), "-d", str(scratch), str(source)],
+            [javac, "-Xlint:all", "-Werror", "-cp", cp, "-sourcepath", sources, "-d", str(scratch), str(source)],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         if done.returncode != 0:
@@ -99,13 +102,15 @@ def launch(
     state_dir: Path,
     log_level: str,
     env: Mapping[str, str] | None = None,
+    more_libs: Sequence[Path] = (),
 ) -> tuple[procs.Managed, Path]:
     """Start `main_class` (128 MB of heap: the machine has 2 cores and a broker) as `name` with its pid file and log
-    (stdout and the client's log4j2 output at `log_level`) in `state_dir`, `env` added to its environment; returns
-    (process, log) at once."""
+    (stdout and the client's log4j2 output at `log_level`) in `state_dir`, `env` added to its environment, the jars
+    of `libs` and `more_libs` on its classpath; returns (process, log) at once."""
+    classpath = os.pathsep.join([str(classes), *(f"{d}/*" for d in (libs, *more_libs))])
     argv = [
         "java", "-Xmx128m", f"-Dorg.apache.logging.log4j.level={log_level}",  # log4j2's default configuration
-        "-cp", f"{classes}{os.pathsep}{libs}/*", main_class, *args,
+        "-cp", classpath, main_class, *args,
     ]  # fmt: skip
     marker_key, marker_value = "VIGIL_TEST_JAVA_APP", str(state_dir / name)
     java_home = os.environ.get("JAVA_HOME")

@@ -227,7 +227,7 @@ def _next(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]
     if poll is None:
         return state, [Wait(now + cfg.check_interval)]
     if state.evicted_at is not None:
-        if now < timers.first_at(state.evicted_at, cfg.cooldown):
+        if now < _watch_end(state):
             return _watch_eviction(state, now)
         state = state.without_eviction_watch()  # stayed out for a whole cooldown: the eviction held
 
@@ -270,13 +270,21 @@ def _next(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]
 
 
 def _watch_eviction(state: WatchdogState, now: float) -> tuple[WatchdogState, list[Action]]:
-    """After an eviction of a silent app: describe each check interval; if the pod's member is back holding
-    partitions without a poll, the eviction was undone → escalate (restart once, then only alert)."""
+    """After an eviction of a silent app: describe each check interval; if the pod's member is back and stays back
+    for a whole stall timeout without a poll, the eviction was undone → escalate (restart once, then only alert).
+    Back alone is not enough: an app that polls again rejoins inside that poll, seen before the poll returns."""
     cfg = state.config
-    assert state.evicted_at is not None
     back = _rejoined(state)
-    if back is not None:
-        reason = f"vigil: eviction undone: member {back.member_id} rejoined without polling"
+    if back is None:
+        state = state.with_back_since(None)
+    elif state.back_since is None:
+        state = state.with_back_since(state.view_at)
+    since = state.back_since
+    if back is not None and since is not None and state.view_at >= timers.first_at(since, cfg.stall_timeout):
+        reason = (
+            f"vigil: eviction undone: member {back.member_id} rejoined without polling"
+            f" (back in the group {state.view_at - since:.0f}s, no poll)"
+        )
         if state.escalation == 0 and cfg.action is StallAction.LEAVE_GROUP:
             return state.with_escalated(now), [
                 Restart(back.member_id, back.instance_id, reason),
@@ -286,7 +294,17 @@ def _watch_eviction(state: WatchdogState, now: float) -> tuple[WatchdogState, li
         return state.with_escalated(now), [Alert(AlertKind.STALL, message), Wait(now + cfg.check_interval)]
     if state.in_flight is None and state.check.due(now):
         return _describe(state, now)
-    return state, [Wait(min(timers.first_at(state.evicted_at, cfg.cooldown), now + cfg.check_interval))]
+    return state, [Wait(min(_watch_end(state), now + cfg.check_interval))]
+
+
+def _watch_end(state: WatchdogState) -> float:
+    """The eviction watch lasts a cooldown; for a member seen back, at least until a look taken a stall timeout after
+    that has had its check interval to answer."""
+    assert state.evicted_at is not None
+    end = timers.first_at(state.evicted_at, state.config.cooldown)
+    if state.back_since is None:
+        return end
+    return max(end, timers.first_at(state.back_since, state.config.stall_timeout) + state.config.check_interval)
 
 
 def _rejoined(state: WatchdogState) -> MemberView | None:

@@ -221,6 +221,10 @@ class WatchdogState:
     thread without polling: the eviction is undone)."""
     evicted_member: str | None = None
     """The member id removed then: a KIP-848 member rejoins under it (KIP-1082: the client makes its id once)."""
+    back_since: float | None = None
+    """When a view first showed this pod's member back after the eviction (views since showing it too). Back is not
+    yet undone: the app's own poll rejoins inside that poll, and beacons only once it returns (a Spring container's
+    poll returns after its poll timeout). Undone is back and silent for a whole stall timeout."""
     escalation: int = 0
     """Undone evictions answered: 1 → a restart was asked for; 2 → evicting is pointless, only alert."""
     escalated_at: float = -math.inf
@@ -267,7 +271,7 @@ class WatchdogState:
             self.beacon.instance_id,
         )
         # the app polled: the silence an unfinished eviction was about is over (a later one is a new act)
-        state = replace(self, beacon=beacon, poll=poll, episode=None, evicted_at=None)
+        state = replace(self, beacon=beacon, poll=poll, episode=None, evicted_at=None, back_since=None)
         if state.escalation and now - state.escalated_at >= self.config.cooldown:
             state = replace(state, escalation=0)  # polling again a cooldown after the escalation: start afresh
         if changed or state.gone:
@@ -318,10 +322,13 @@ class WatchdogState:
         )
 
     def without_eviction_watch(self) -> "WatchdogState":
-        return replace(self, evicted_at=None)
+        return replace(self, evicted_at=None, back_since=None)
+
+    def with_back_since(self, at: float | None) -> "WatchdogState":
+        return replace(self, back_since=at)
 
     def with_escalated(self, now: float) -> "WatchdogState":
-        return replace(self, escalation=self.escalation + 1, escalated_at=now, evicted_at=None)
+        return replace(self, escalation=self.escalation + 1, escalated_at=now, evicted_at=None, back_since=None)
 
     def with_alerted(self, key: str) -> "WatchdogState":
         return replace(self, alerted=self.alerted | {key})

@@ -70,6 +70,12 @@ def evict(age: float, member_id: str = "pod-0-a", instance_id: str | None = None
     return Evict(member_id, instance_id, wd.stall_reason(age, 30.0))
 
 
+def undone(member_id: str, back: float) -> str:
+    return (
+        f"vigil: eviction undone: member {member_id} rejoined without polling (back in the group {back:.0f}s, no poll)"
+    )
+
+
 def evict_waiting(age: float, state: GroupState) -> Evict:
     """The eviction of a member a rebalance waits on: the reason names the group's state."""
     return Evict("pod-0-a", None, f"{wd.stall_reason(age, 30.0)} while the group waits for it ({state.value})")
@@ -128,27 +134,57 @@ CASES: dict[str, list[Step]] = {
         (50.1, view(OURS, OTHER), [WAIT]),
         *[(t, beacon(), [WAIT]) for t in (60.0, 70.0)],
     ],
-    "an eviction undone (back without a poll: KIP-848, no rebalance callback) → restart once": [
+    "an eviction undone (back, and no poll for a stall timeout: KIP-848, no rebalance callback) → restart once": [
         *STALL_EVICTED,
         (31.3, left(), [WAIT]),
         (36.3, TICK, [Describe()]),
-        (
-            36.4,
-            view(OURS, OTHER),
-            [Restart("pod-0-a", None, "vigil: eviction undone: member pod-0-a rejoined without polling"), WAIT],
-        ),
-        (41.4, TICK, [WAIT]),  # nothing more until the app polls again
+        (36.4, view(OURS, OTHER), [WAIT]),  # back: maybe by a poll that has not returned yet
+        (41.4, TICK, [Describe()]),
+        (41.5, view(OURS, OTHER), [WAIT]),
+        (66.4, TICK, [Describe()]),
+        (66.5, view(OURS, OTHER), [Restart("pod-0-a", None, undone("pod-0-a", 30)), WAIT]),
+        (71.5, TICK, [WAIT]),  # nothing more until the app polls again
         (100.0, TICK, [WAIT]),
+    ],
+    "back, then the poll that rejoined returns (a Spring container's, after its poll timeout): nothing undone": [
+        *STALL_EVICTED,
+        (31.3, left(), [WAIT]),
+        (36.3, TICK, [Describe()]),
+        (36.4, view(member("pod-0-new"), OTHER), [WAIT]),
+        (41.0, beacon("pod-0-new"), [Describe()]),  # the new member is proven, as any other
+        (41.1, view(member("pod-0-new"), OTHER), [WAIT]),
+        *[(t, beacon("pod-0-new"), [WAIT]) for t in (50.0, 60.0, 70.0)],
+        (99.0, TICK, [WAIT]),
+    ],
+    "seen back, then gone, then back: the stall timeout counts from the last time it came back": [
+        *STALL_EVICTED,
+        (31.3, left(), [WAIT]),
+        (36.3, TICK, [Describe()]),
+        (36.4, view(OURS, OTHER), [WAIT]),
+        (41.4, TICK, [Describe()]),
+        (41.5, view(OTHER), [WAIT]),
+        (46.5, TICK, [Describe()]),
+        (46.6, view(OURS, OTHER), [WAIT]),
+        (66.5, TICK, [Describe()]),
+        (66.6, view(OURS, OTHER), [WAIT]),  # 20 s back only
+        (76.6, TICK, [Describe()]),
+        (76.7, view(OURS, OTHER), [Restart("pod-0-a", None, undone("pod-0-a", 30)), WAIT]),
+    ],
+    "seen back at the cooldown's end: the watch lasts until a stall timeout after that": [
+        *STALL_EVICTED,
+        (31.3, left(), [WAIT]),
+        (150.0, TICK, [Describe()]),
+        (150.1, view(OURS, OTHER), [WAIT]),  # the cooldown ends at 151.3
+        (180.1, TICK, [Describe()]),
+        (180.2, view(OURS, OTHER), [Restart("pod-0-a", None, undone("pod-0-a", 30)), WAIT]),
     ],
     "back under a new member id with the pod's client id is undone too": [
         *STALL_EVICTED,
         (31.3, left(), [WAIT]),
         (36.3, TICK, [Describe()]),
-        (
-            36.4,
-            view(member("pod-0-new"), OTHER),
-            [Restart("pod-0-new", None, "vigil: eviction undone: member pod-0-new rejoined without polling"), WAIT],
-        ),
+        (36.4, view(member("pod-0-new"), OTHER), [WAIT]),
+        (66.4, TICK, [Describe()]),
+        (66.5, view(member("pod-0-new"), OTHER), [Restart("pod-0-new", None, undone("pod-0-new", 30)), WAIT]),
     ],
     "back under the evicted member id, its client.id not the pod's (KIP-848 keeps the id): undone too": [
         (0.0, TICK, [LookupCoordinator()]),
@@ -159,11 +195,9 @@ CASES: dict[str, list[Step]] = {
         (31.1, view(member("k848-x", "orders"), OTHER), [evict(30.1, "k848-x")]),
         (31.3, left(), [WAIT]),
         (36.3, TICK, [Describe()]),
-        (
-            36.4,
-            view(member("k848-x", "orders"), OTHER),
-            [Restart("k848-x", None, "vigil: eviction undone: member k848-x rejoined without polling"), WAIT],
-        ),
+        (36.4, view(member("k848-x", "orders"), OTHER), [WAIT]),
+        (66.4, TICK, [Describe()]),
+        (66.5, view(member("k848-x", "orders"), OTHER), [Restart("k848-x", None, undone("k848-x", 30)), WAIT]),
     ],
     "the app polls again after the eviction: no watch, no escalation": [
         *STALL_EVICTED,

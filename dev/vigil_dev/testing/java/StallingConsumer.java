@@ -15,7 +15,6 @@
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import java.util.Properties;
@@ -59,7 +58,7 @@ public final class StallingConsumer {
             }
         }
         if (topic == null) throw new IllegalArgumentException("--topic is required");
-        emit("started", "\"protocol\":" + q(props.getProperty("group.protocol", "classic"))
+        Events.emit("started", "\"protocol\":" + Events.q(props.getProperty("group.protocol", "classic"))
                 + ",\"listener\":" + withListener + ",\"pid\":" + ProcessHandle.current().pid());
 
         KafkaConsumer<byte[], byte[]> consumer =
@@ -86,7 +85,7 @@ public final class StallingConsumer {
                 boolean stallNow = stall != null && Files.exists(stall);
                 if (stallNow != stalled) {
                     stalled = stallNow;
-                    emit(stalled ? "stalled" : "resumed", "\"at\":" + System.currentTimeMillis());
+                    Events.emit(stalled ? "stalled" : "resumed", "\"at\":" + System.currentTimeMillis());
                 }
                 if (stalled) {  // no call on the consumer at all: only its own threads run
                     Thread.sleep(20);
@@ -95,20 +94,20 @@ public final class StallingConsumer {
                 consumer.poll(Duration.ofMillis(200));  // the records are not the point here
                 if (consumer instanceof VigilConsumer<byte[], byte[]> vigil) {
                     vigil.lastBeaconAnswer().ifPresent(answer -> answer.thenAccept(status -> {
-                        if (lastAnswer.getAndSet(status) != status) emit("beacon", "\"status\":" + status);
+                        if (lastAnswer.getAndSet(status) != status) Events.emit("beacon", "\"status\":" + status);
                     }));
                 }
                 String now = groupJson(consumer);
                 if (!now.equals(lastGroup)) {
                     lastGroup = now;
-                    emit("group", now);
+                    Events.emit("group", now);
                 }
             }
         } catch (WakeupException e) {
             // the shutdown hook: close below
         } finally {
             consumer.close(CloseOptions.timeout(Duration.ofSeconds(5)));
-            emit("closed", "\"at\":" + System.currentTimeMillis());
+            Events.emit("closed", "\"at\":" + System.currentTimeMillis());
         }
     }
 
@@ -116,43 +115,27 @@ public final class StallingConsumer {
     private record Listener(Consumer<?, ?> consumer) implements ConsumerRebalanceListener {
         @Override
         public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
-            emit("revoked", callbackJson(consumer, partitions));
+            Events.emit("revoked", callbackJson(consumer, partitions));
         }
 
         @Override
         public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
-            emit("assigned", callbackJson(consumer, partitions));
+            Events.emit("assigned", callbackJson(consumer, partitions));
         }
 
         @Override
         public void onPartitionsLost(Collection<TopicPartition> partitions) {
-            emit("lost", callbackJson(consumer, partitions));
+            Events.emit("lost", callbackJson(consumer, partitions));
         }
     }
 
     private static String callbackJson(Consumer<?, ?> consumer, Collection<TopicPartition> partitions) {
-        return groupJson(consumer) + ",\"partitions\":" + partitionsJson(partitions);
+        return groupJson(consumer) + ",\"partitions\":" + Events.partitionsJson(partitions);
     }
 
     private static String groupJson(Consumer<?, ?> consumer) {
         ConsumerGroupMetadata g = consumer.groupMetadata();
-        return "\"member_id\":" + q(g.memberId()) + ",\"generation\":" + g.generationId()
-                + ",\"assigned\":" + partitionsJson(consumer.assignment());
-    }
-
-    private static String partitionsJson(Collection<TopicPartition> partitions) {
-        List<Integer> numbers = new ArrayList<>();
-        for (TopicPartition tp : partitions) numbers.add(tp.partition());
-        numbers.sort(null);
-        return numbers.toString().replace(" ", "");
-    }
-
-    private static void emit(String event, String fields) {
-        System.out.println("vigil-java {\"event\":" + q(event) + "," + fields + "}");
-        System.out.flush();
-    }
-
-    private static String q(String s) {
-        return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+        return "\"member_id\":" + Events.q(g.memberId()) + ",\"generation\":" + g.generationId()
+                + ",\"assigned\":" + Events.partitionsJson(consumer.assignment());
     }
 }

@@ -17,7 +17,6 @@
 // The client's own log (log4j2 defaults) goes to the same stream without the prefix.
 
 import dev.vigil.kafka.VigilClientSupplier;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Locale;
@@ -63,7 +62,7 @@ public final class StreamsApp {
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
                 .mapValues(value -> {
-                    if (stall != null) blockWhileExists(stall);
+                    if (stall != null) Events.blockWhileExists(stall);
                     return value == null ? null : value.toUpperCase(Locale.ROOT);
                 })
                 .to(output, Produced.with(Serdes.String(), Serdes.String()));
@@ -71,45 +70,21 @@ public final class StreamsApp {
                 ? new KafkaStreams(builder.build(), props, new VigilClientSupplier())
                 : new KafkaStreams(builder.build(), props);
         streams.setStateListener((now, before) ->
-                emit("state", "\"state\":" + q(now.name()) + ",\"old\":" + q(before.name())));
+                Events.emit("state", "\"state\":" + Events.q(now.name()) + ",\"old\":" + Events.q(before.name())));
         streams.setUncaughtExceptionHandler(e -> {
-            emit("error", "\"message\":" + q(String.valueOf(e)));
+            Events.emit("error", "\"message\":" + Events.q(String.valueOf(e)));
             return StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
 
         CountDownLatch closed = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             streams.close(Duration.ofSeconds(10));
-            emit("closed", "\"at\":" + System.currentTimeMillis());
+            Events.emit("closed", "\"at\":" + System.currentTimeMillis());
             closed.countDown();
         }));
-        emit("started", "\"protocol\":" + q(props.getProperty("group.protocol", "classic"))
+        Events.emit("started", "\"protocol\":" + Events.q(props.getProperty("group.protocol", "classic"))
                 + ",\"pid\":" + ProcessHandle.current().pid());
         streams.start();
         closed.await();  // the stream threads do the work; the JVM ends once the shutdown hook has closed them
-    }
-
-    /** Blocks the stream thread (no poll) while `stall` exists. */
-    private static void blockWhileExists(Path stall) {
-        if (!Files.exists(stall)) return;
-        emit("stalled", "\"at\":" + System.currentTimeMillis());
-        while (Files.exists(stall)) {
-            try {
-                Thread.sleep(20);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return;
-            }
-        }
-        emit("resumed", "\"at\":" + System.currentTimeMillis());
-    }
-
-    private static void emit(String event, String fields) {
-        System.out.println("vigil-java {\"event\":" + q(event) + "," + fields + "}");
-        System.out.flush();
-    }
-
-    private static String q(String s) {
-        return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
     }
 }
