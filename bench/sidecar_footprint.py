@@ -15,12 +15,16 @@ silent for half its stall timeout, `runtime.PREPARE_EVICTION_AT`, the loop wakes
 only when making it ahead of need failed: no broker answered then). Each `--evictions` times, in turn, a new group
 each time; the differences of the medians are what the lazy load costs.
 
+`--replicas N` also runs N sidecars at once (beacon signal, a group each) and adds up what the node pays: each one's
+private memory (Private_Clean + Private_Dirty) plus the shared rest (the interpreter's and libraries' code) once; per
+sidecar that is the cost a fleet multiplies.
+
 `--before DIR` also measures, in the same run, the sidecar of another commit (`git archive COMMIT | tar -x -C DIR`:
 its `core/` and `sidecar/` go first on the sidecar's PYTHONPATH) and gives the ratios to it. Anonymous memory is
 shown beside RSS: the rest is file-backed (the interpreter's and libraries' shared objects), which the sidecars of
 one image on a node share through the page cache.
 
-    .venv/bin/python bench/sidecar_footprint.py [--seconds 60] [--evictions 5] [--before DIR]
+    .venv/bin/python bench/sidecar_footprint.py [--seconds 60] [--evictions 5] [--before DIR] [--replicas N]
 """
 
 import argparse
@@ -127,6 +131,37 @@ def measure(
         sidecar.stop()
 
 
+def density(conn, state: Path, replicas: int, seconds: float) -> list[tuple[float, float]]:
+    """(RSS, private memory) of each of `replicas` sidecars (beacon signal) running at once on this machine, each
+    watching a group of its own whose one member beacons to it, after `seconds` of a trickle of records."""
+    topic = clients.create_topic(conn, clients.unique("fp-n"), partitions=replicas)
+    sidecars: list[RunningSidecar] = []
+    members: list[clients.Member] = []
+    try:
+        for i in range(replicas):
+            group = clients.unique(f"g-fp-n{i}")
+            sidecar = start_sidecar(conn, group, f"pod-{i}", state, signal="beacon", stall_timeout_seconds=60,
+                                    check_interval_seconds=CHECK, events_topic="", budget="none")  # fmt: skip
+            sidecars.append(sidecar)
+            member = clients.Member(conn, group, [topic], f"pod-{i}")
+            member.consumer_factory = lambda c, addr=sidecar.beacon_addr: HelperConsumer(c, beacon_addr=addr)
+            members.append(member.start())
+        end = time.monotonic() + 2 * CHECK + seconds  # identification and the first samples settle first
+        i = 0
+        while time.monotonic() < end:
+            clients.produce(conn, topic, [f"m{i}-{n}" for n in range(replicas)])
+            i += 1
+            time.sleep(1.0)
+        pids = [s.process.pid() for s in sidecars]
+        assert all(pids), "a sidecar died"
+        return [(procs.memory_mb(pid, "VmRSS"), procs.private_mb(pid)) for pid in pids if pid is not None]
+    finally:
+        for m in members:
+            m.close()
+        for sidecar in sidecars:
+            sidecar.stop()
+
+
 def first_eviction(kafka, mode: str) -> dict:
     """One timed first compare-and-remove (`mode`: one of MODES) of a real member of a new group."""
     conn = kafka.connection()
@@ -153,6 +188,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--evictions", type=int, default=5, help="timed first evictions per mode")
     parser.add_argument("--before", type=Path, help="another commit's tree (git archive): its sidecar measured too")
+    parser.add_argument("--replicas", type=int, default=0,
+                        help="also run this many sidecars at once: the memory a node pays for each")  # fmt: skip
     args = parser.parse_args()
     if args.before is not None and not (args.before / "sidecar" / "vigil_sidecar" / "__main__.py").is_file():
         parser.error(f"--before {args.before}: no sidecar/vigil_sidecar/__main__.py there (a `git archive` tree?)")
@@ -165,6 +202,7 @@ def main() -> None:
             for signal in SIGNALS
             for label, code in codes
         ]
+        together = density(kafka.connection(), state, args.replicas, args.seconds) if args.replicas > 0 else []
         evictions: dict[str, list[dict]] = {mode: [] for mode in MODES}
         for _ in range(args.evictions):
             for mode in MODES:
@@ -184,6 +222,18 @@ def main() -> None:
         print(f"| {signal} | {label} | {rss:.1f} MB | {anon:.1f} MB | {rss / before.get(signal, BEFORE_MB):.2f}×"
               f" | {rss / target:.2f}× of {target:.0f} MB | {cpu:.2f} % | {cpu / TARGET_CPU:.2f}× | {per_check:.2f}"
               f" | {loaded_text} |")  # fmt: skip
+    if together:
+        n = len(together)
+        rss = statistics.mean(r for r, _ in together)
+        private = statistics.mean(p for _, p in together)
+        shared = max(r - p for r, p in together)  # the libraries' pages, held once by the node
+        per_pod = (sum(p for _, p in together) + shared) / n
+        print(f"\n{n} sidecars at once (beacon signal), each watching its own group with one beaconing member\n")
+        print("| sidecars | RSS each (mean) | private each (mean) | shared, once per node | node total | per sidecar"
+              " | per sidecar / RSS | per sidecar / 35 MB target |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|")
+        print(f"| {n} | {rss:.1f} MB | {private:.1f} MB | {shared:.1f} MB | {per_pod * n:.0f} MB | {per_pod:.1f} MB"
+              f" | {per_pod / rss:.2f}× | {per_pod / TARGET_MB['beacon']:.2f}× |")  # fmt: skip
     if args.evictions < 1:
         return
     assert not any(r["kafka_loaded_before"] for r in evictions["on-demand"]), "on-demand: kafka-python was loaded"

@@ -186,6 +186,13 @@ def memory_mb(pid: int, key: str) -> float:
     return int(match.group(1)) / 1024 if match else float("nan")
 
 
+def private_mb(pid: int) -> float:
+    """The memory only this process holds, in MB (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup): what one
+    more such process adds to a machine where the others already hold the shared pages (its libraries' code)."""
+    text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return sum(int(kb) for kb in re.findall(r"^Private_(?:Clean|Dirty):\s+(\d+) kB", text, re.M)) / 1024
+
+
 def kill_pid(pid: int) -> None:
     """SIGKILL one process that is not ours by pid file (a container's shim left by a killed node) and reap it."""
     os.kill(pid, signal.SIGKILL)
