@@ -99,7 +99,9 @@ def test_memory_and_cpu_of_a_process_come_from_proc() -> None:
     rss, anon = procs.memory_mb(os.getpid(), "VmRSS"), procs.memory_mb(os.getpid(), "RssAnon")
     assert 0 < anon < rss
     assert procs.memory_mb(os.getpid(), "NoSuchField") != procs.memory_mb(os.getpid(), "NoSuchField")  # NaN
-    assert anon <= procs.private_mb(os.getpid()) + 1 and procs.private_mb(os.getpid()) < rss  # shared libraries aside
+    private = procs.private_mb(os.getpid())
+    assert anon <= private + 1  # anonymous memory is private here (no fork shares it)
+    assert private < rss  # the shared libraries aside
     before = procs.cpu_seconds(os.getpid())
     wall_end = time.monotonic() + 5
     while procs.cpu_seconds(os.getpid()) < before + 0.05 and time.monotonic() < wall_end:  # busy: CPU time grows
