@@ -60,6 +60,9 @@ class World:
     leave_answers: list[str] = field(default_factory=lambda: ["NONE"])
     host_only: bool = False
     """The pod's app reports a member id the group does not have; other members share the host."""
+    rejoin_lead: float = 0.0
+    """A poll that rejoins the group shows the member to the broker this long before it returns and beacons (its
+    JoinGroup, SyncGroup and fetch): the app is back by its own poll, never behind its back."""
 
     # what happened
     log: list[tuple[float, Action]] = field(default_factory=list)
@@ -81,6 +84,8 @@ class World:
         leaves = itertools.cycle(self.leave_answers)
         seq = itertools.count()
         queue: list[tuple[float, int, object]] = [(p, next(seq), "poll") for p in self.polls]
+        if self.rejoin_lead > 0:
+            queue += [(max(0.0, p - self.rejoin_lead), next(seq), "rejoin") for p in self.polls]
         heapq.heapify(queue)
         state = WatchdogState.initial(self.config)
         tick_at: float | None = 0.0
@@ -102,6 +107,10 @@ class World:
                 reported = "pod-0-ghost" if self.host_only else member_id
                 self.beacons.append((now, reported))
                 observation = Beacon(reported, 1, None, 3, now)
+            elif event == "rejoin":
+                if not present:
+                    member_id, present = f"pod-0-{next(rejoins)}", True  # inside the poll, before it returns
+                continue
             elif event == "describe":
                 group_state = self.state_at(now)
                 self.views.append((now, group_state))
@@ -306,6 +315,33 @@ def test_never_acts_on_a_member_related_to_the_pod_by_host_only(world: World) ->
     assert world.acts() == []
     identity_alerts = [a for _, a in world.log if isinstance(a, Alert) and a.kind is AlertKind.IDENTITY]
     assert len(identity_alerts) <= 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(worlds(), st.floats(0.0, 0.99))
+def test_never_restarts_an_app_whose_member_comes_back_only_by_its_own_polls(world: World, lead: float) -> None:
+    """An app that polls again after its eviction rejoins inside that poll, seen by a describe before the poll
+    returns and beacons: that is not an eviction undone behind its back (no restart, no undone alert)."""
+    world.rejoin_lead = lead * world.config.stall_timeout
+    world.run(end=1500.0)
+    undone = [a for _, a in world.log if isinstance(a, Restart | Alert) and "eviction undone" in _said(a)]
+    assert not undone
+
+
+def _said(action: Restart | Alert) -> str:
+    return action.reason if isinstance(action, Restart) else action.message
+
+
+def test_the_simulation_does_show_a_member_back_before_its_poll_returns() -> None:
+    """Not vacuous: evicted at ~41, the app's next poll (79) rejoins 8 s before it returns; the describes between
+    71 and 79 show the member back, and nothing is restarted (the rule before restarted it at the first of them)."""
+    config = WatchdogConfig(pod_name=POD, stall_timeout=30.0, check_interval=5.0, cooldown=60.0, session_timeout=45.0)
+    world = World(config=config, polls=[1.0, 11.0, 79.0], latency=0.2, rejoin_lead=8.0)
+    world.run(end=100.0)
+    assert [m for _, m, _ in world.evictions] == ["pod-0-0"]
+    back = [a for now, a in world.log if isinstance(a, Describe) and 71.0 <= now < 79.0]
+    assert back, "no describe while the member was back and its poll had not returned"
+    assert not [a for _, a in world.log if isinstance(a, Restart)]
 
 
 def test_the_simulation_does_evict_a_member_stalled_through_a_rebalance() -> None:
