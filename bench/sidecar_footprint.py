@@ -89,6 +89,15 @@ def _kafka_python_loaded(sidecar: RunningSidecar) -> bool:
     return re.search(r"^import time:.*\|\s+kafka(\.\S+)?$", sidecar.log.read_text(), re.M) is not None
 
 
+def _trickle(conn, topic: str, end: float, per_second: int) -> None:
+    """A steady trickle of work for the groups on `topic`: `per_second` records each second until `end`."""
+    i = 0
+    while time.monotonic() < end:
+        clients.produce(conn, topic, [f"m{i}-{n}" for n in range(per_second)])
+        i += 1
+        time.sleep(1.0)
+
+
 def measure(
     conn, state: Path, signal: str, seconds: float, code: Path | None
 ) -> tuple[float, float, float, float, bool]:
@@ -114,12 +123,7 @@ def measure(
         pid = sidecar.process.pid()
         assert pid is not None
         cpu0, req0, t0 = procs.cpu_seconds(pid), _requests(sidecar), time.monotonic()
-        end = t0 + seconds
-        i = 0
-        while time.monotonic() < end:  # a steady trickle of work for the group
-            clients.produce(conn, topic, [f"m{i}-{n}" for n in range(10)])
-            i += 1
-            time.sleep(1.0)
+        _trickle(conn, topic, t0 + seconds, 10)
         elapsed = time.monotonic() - t0
         cpu = (procs.cpu_seconds(pid) - cpu0) / elapsed * 100
         per_check = (_requests(sidecar) - req0) / (elapsed / CHECK)
@@ -146,12 +150,7 @@ def density(conn, state: Path, replicas: int, seconds: float) -> list[tuple[floa
             member = clients.Member(conn, group, [topic], f"pod-{i}")
             member.consumer_factory = lambda c, addr=sidecar.beacon_addr: HelperConsumer(c, beacon_addr=addr)
             members.append(member.start())
-        end = time.monotonic() + 2 * CHECK + seconds  # identification and the first samples settle first
-        i = 0
-        while time.monotonic() < end:
-            clients.produce(conn, topic, [f"m{i}-{n}" for n in range(replicas)])
-            i += 1
-            time.sleep(1.0)
+        _trickle(conn, topic, time.monotonic() + 2 * CHECK + seconds, replicas)  # identification settles first
         pids = [s.process.pid() for s in sidecars]
         assert all(pids), "a sidecar died"
         return [(procs.memory_mb(pid, "VmRSS"), procs.private_mb(pid)) for pid in pids if pid is not None]

@@ -275,9 +275,9 @@ def _watch_eviction(state: WatchdogState, now: float) -> tuple[WatchdogState, li
     Back alone is not enough: an app that polls again rejoins inside that poll, seen before the poll returns."""
     cfg = state.config
     back = _rejoined(state)
-    if back is None:
+    if back is None and state.back_since is not None:
         state = state.with_back_since(None)
-    elif state.back_since is None:
+    elif back is not None and state.back_since is None:
         state = state.with_back_since(state.view_at)
     since = state.back_since
     if back is not None and since is not None and state.view_at >= timers.first_at(since, cfg.stall_timeout):
