@@ -3,9 +3,10 @@
 Every figure is measured on a fresh local broker in this run: a 3-member group, one member stops polling while its
 client keeps heartbeating (the stalled-but-alive member), a batch is produced, and the clock runs until the two
 others have consumed all of it. The stalled member is a Python app (librdkafka, vigil's helper) or a Java app
-(kafka-clients, vigil's `VigilConsumer`, without or with a `ConsumerRebalanceListener`: a KIP-848 Java client without
-one rejoins from its background thread right after an eviction, JAVA.md), on the classic protocol or KIP-848 (Kafka
-4.0+), dynamic or static; the two others are Python members. Stock runs use a short `max.poll.interval.ms` so the
+(kafka-clients, vigil's `VigilConsumer`, subscribed without a listener, which it then gives a no-op one, or with the
+app's own `ConsumerRebalanceListener`; stock, the plain KafkaConsumer without a listener, which KIP-848 rejoins from
+its background thread right after an eviction, JAVA.md), on the classic protocol or KIP-848 (Kafka 4.0+), dynamic or
+static; the two others are Python members. Stock runs use a short `max.poll.interval.ms` so the
 run stays short; the ratio to stock at Kafka's defaults (max.poll 300 s, session 45 s) is computed from the measured
 rebalance time, and says so.
 
@@ -218,7 +219,7 @@ def main() -> None:
     parser.add_argument(
         "--langs",
         default="python,java,java-listener",
-        help="the stalled app: python, java, java-listener (with a ConsumerRebalanceListener)",
+        help="the stalled app: python, java (subscribed without a listener), java-listener (with its own)",
     )
     parser.add_argument("--stall", type=float, default=10.0, help="vigil stall timeout, s")
     parser.add_argument("--max-poll", type=float, default=20.0, help="stock max.poll.interval.ms for the run, s")

@@ -1,7 +1,8 @@
 """Java consumers (the broker jars' kafka-clients, 4.4.0) stalled next to a real `vigil sidecar`: what each one
 does after the sidecar evicts it, and the sidecar's answer when the client undoes the eviction by itself.
 
-Per case (classic / KIP-848 × with / without a ConsumerRebalanceListener): the Java app is vigil's VigilConsumer
+Per case (classic / KIP-848 × the app's own ConsumerRebalanceListener / none, so VigilConsumer's no-op one / KIP-848's
+broker-side regex, the one subscription left without a listener): the Java app is vigil's VigilConsumer
 (java/; its generation reaches /v1/status equal to the broker's), stops polling, is evicted; then, over the sidecar's
 eviction watch (one cooldown), the client either stays out (nothing happens without poll) or rejoins from its
 background thread (undone: restart once, then alert); finally it polls again and the test records what the first
@@ -34,6 +35,9 @@ COOLDOWN = 2 * STALL  # the sidecar's default: its eviction watch lasts this lon
 POD = "pod-a"
 
 Protocol = Literal["classic", "consumer"]
+Subscription = Literal["topics", "listener", "broker-regex"]
+"""subscribe(topics): VigilConsumer adds a no-op listener; with the app's own listener; subscribe(SubscriptionPattern)
+with no listener (KIP-848 only; VigilConsumer cannot wrap it)."""
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,13 @@ class Expected:
 
 
 LOST_ASSIGNED = ("lost", "assigned")
-EXPECTED: dict[tuple[Protocol, bool], Expected] = {
-    ("classic", False): Expected(rejoins_without_poll=False, callbacks_on_resume=(), same_member_id=False),
-    ("classic", True): Expected(rejoins_without_poll=False, callbacks_on_resume=LOST_ASSIGNED, same_member_id=False),
-    ("consumer", False): Expected(rejoins_without_poll=True, callbacks_on_resume=(), same_member_id=True),
-    ("consumer", True): Expected(rejoins_without_poll=False, callbacks_on_resume=LOST_ASSIGNED, same_member_id=True),
+STAYS_OUT = {"rejoins_without_poll": False}
+EXPECTED: dict[tuple[Protocol, Subscription], Expected] = {
+    ("classic", "topics"): Expected(**STAYS_OUT, callbacks_on_resume=(), same_member_id=False),
+    ("classic", "listener"): Expected(**STAYS_OUT, callbacks_on_resume=LOST_ASSIGNED, same_member_id=False),
+    ("consumer", "topics"): Expected(**STAYS_OUT, callbacks_on_resume=(), same_member_id=True),
+    ("consumer", "listener"): Expected(**STAYS_OUT, callbacks_on_resume=LOST_ASSIGNED, same_member_id=True),
+    ("consumer", "broker-regex"): Expected(rejoins_without_poll=True, callbacks_on_resume=(), same_member_id=True),
 }  # fmt: skip
 
 
@@ -113,7 +119,7 @@ def started(kafka: KafkaCluster, artifacts_dir: Path) -> Iterator[Callable[..., 
     test-artifacts/<run>/java/<group>/."""
     stop: list[Callable[[], None]] = []
 
-    def start(protocol: Protocol, listener: bool, client_id: str = POD) -> Case:
+    def start(protocol: Protocol, subscription: Subscription, client_id: str = POD) -> Case:
         conn = kafka.connection()
         topic = clients.create_topic(conn, clients.unique("java"), partitions=3)
         group = clients.unique(f"g-java-{protocol}")
@@ -129,7 +135,8 @@ def started(kafka: KafkaCluster, artifacts_dir: Path) -> Iterator[Callable[..., 
         stop.append(sidecar.stop)
         java = java_consumer.start(
             kafka.libs, conn, group=group, topic=topic, client_id=client_id, state_dir=state_dir, protocol=protocol,
-            listener=listener, beacon_addr=sidecar.beacon_addr,
+            listener=subscription == "listener", broker_regex=subscription == "broker-regex",
+            beacon_addr=sidecar.beacon_addr,
         )  # fmt: skip
         stop.append(java.stop)
         extra: ClientConfig = {"group.protocol": "consumer"} if protocol == "consumer" else {}
@@ -154,17 +161,20 @@ def _observe_for(seconds: float, check: Callable[[], None], what: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("protocol", "listener"),
+    ("protocol", "subscription"),
     [
-        pytest.param("classic", False, id="classic-no-listener"),
-        pytest.param("classic", True, id="classic-listener"),
-        pytest.param("consumer", False, id="kip848-no-listener"),
-        pytest.param("consumer", True, id="kip848-listener"),
+        pytest.param("classic", "topics", id="classic-no-listener"),
+        pytest.param("classic", "listener", id="classic-listener"),
+        pytest.param("consumer", "topics", id="kip848-no-listener"),
+        pytest.param("consumer", "listener", id="kip848-listener"),
+        pytest.param("consumer", "broker-regex", id="kip848-broker-regex-no-listener"),
     ],
 )
-def test_a_java_consumer_after_an_eviction(started: Callable[..., Case], protocol: Protocol, listener: bool) -> None:
-    expected = EXPECTED[(protocol, listener)]
-    case = started(protocol, listener)
+def test_a_java_consumer_after_an_eviction(
+    started: Callable[..., Case], protocol: Protocol, subscription: Subscription
+) -> None:
+    expected = EXPECTED[(protocol, subscription)]
+    case = started(protocol, subscription)
     java, sidecar = case.java, case.sidecar
     conn = case.kafka.connection()
 
@@ -218,7 +228,7 @@ def test_a_java_consumer_after_an_eviction(started: Callable[..., Case], protoco
     assert (back[0] == member_id) is expected.same_member_id, (member_id, back)
     callbacks = [e for e in java.events()[index:] if e["event"] in ("assigned", "revoked", "lost")]
     assert tuple(e["event"] for e in callbacks[: len(expected.callbacks_on_resume)]) == expected.callbacks_on_resume
-    if listener:
+    if subscription == "listener":
         lost, assigned = callbacks[0], callbacks[1]
         assert lost["partitions"], lost  # the partitions it held before the eviction
         assert assigned["member_id"] == back[0]
@@ -232,12 +242,12 @@ def test_a_java_consumer_after_an_eviction(started: Callable[..., Case], protoco
 def test_an_undone_kip848_eviction_is_seen_by_the_member_id_whatever_the_client_id(
     started: Callable[..., Case],
 ) -> None:
-    """The KIP-848 Java consumer without a listener, `client.id=orders` (not the pod's name, no
+    """The KIP-848 Java consumer without a listener (broker-side regex), `client.id=orders` (not the pod's name, no
     instance id): evicted, it rejoins from its background thread under the same member id (KIP-1082: the client
     makes it once) without a poll. The sidecar knows it by the member id its app reported: back for a stall
     timeout without a poll, the eviction is undone, and it escalates to a restart. Before the fix it matched a
     rejoined member by instance id or client.id only, saw nobody, and let the undone eviction stand."""
-    case = started("consumer", False, client_id="orders")
+    case = started("consumer", "broker-regex", client_id="orders")
     conn = case.kafka.connection()
     wait_for(lambda: clients.stable_members(conn, case.group), lambda n: n == 2, timeout=60, what="2 members stable")
     member_id = wait_for(case.views, _agreed, timeout=30, what="the sidecar proving the Java member")[0]
@@ -254,8 +264,8 @@ def test_an_undone_kip848_eviction_is_seen_by_the_member_id_whatever_the_client_
 
 
 def _undone_then_restart_then_alert(case: Case, member_id: str) -> None:
-    """The KIP-848 client without a listener rejoins by itself (same member id): restart once; stalled again after
-    polling a moment, the next undone eviction is only an alert."""
+    """The KIP-848 client without a listener (broker-side regex) rejoins by itself (same member id): restart once;
+    stalled again after polling a moment, the next undone eviction is only an alert."""
     sidecar, java = case.sidecar, case.java
     wait_for(case.java_in_group, lambda ids: ids == [member_id], timeout=bound(CHECK, slack=5),
              what="the Java member rejoining without a poll, with the same member id")  # fmt: skip

@@ -191,12 +191,15 @@ def start(
     protocol: Literal["classic", "consumer"],
     listener: bool,
     beacon_addr: str | None,
+    broker_regex: bool = False,
     instance_id: str | None = None,
     properties: Mapping[str, str] | None = None,
     log_level: str = "INFO",
 ) -> JavaConsumer:
     """Compile if needed and start the consumer (`properties` override the test defaults); returns at once. The
-    client logs at `log_level` into the same log: the artifact that says what it did after an eviction."""
+    client logs at `log_level` into the same log: the artifact that says what it did after an eviction.
+    `broker_regex` (KIP-848, no listener): subscribed with a SubscriptionPattern, which VigilConsumer leaves without
+    a listener."""
     if connection.security_protocol is not Protocol.PLAINTEXT:
         raise DevError("the Java test consumer speaks PLAINTEXT only")
     classes = compiled(SOURCE, [lib_jar(libs, "kafka-clients")])
@@ -207,6 +210,8 @@ def start(
         args += ["--instance-id", instance_id]
     if listener:
         args.append("--listener")
+    if broker_regex:
+        args.append("--broker-regex")
     if beacon_addr is not None:
         args += ["--beacon", beacon_addr]
     stall_file = state_dir / f"java-{client_id}.stall"

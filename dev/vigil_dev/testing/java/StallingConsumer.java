@@ -4,8 +4,10 @@
 // library's sources and started by dev/vigil_dev/testing/java_consumer.py (`java -cp <this>:<kafka libs>/* ...`).
 //
 // Arguments: --bootstrap H:P --topic T --group G --client-id C --protocol classic|consumer
-//            [--instance-id I] [--listener] [--beacon H:P] [--stall-file PATH] [--property k=v]...
+//            [--instance-id I] [--listener | --broker-regex] [--beacon H:P] [--stall-file PATH] [--property k=v]...
 // With --beacon the library also holds the sidecar's connection (VigilHold) for the life of the process.
+// --broker-regex subscribes with a SubscriptionPattern (KIP-848's broker-side regex) and no listener: the one
+// subscription VigilConsumer does not give a listener, so the client rejoins from its background thread when evicted.
 //
 // stdout: one line per event, `vigil-java {json}`: started, stalled, resumed, group (member id, generation or
 // assignment changed, seen after a poll), assigned / revoked / lost (the ConsumerRebalanceListener, with
@@ -19,11 +21,13 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.regex.Pattern;
 import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -35,7 +39,7 @@ public final class StallingConsumer {
     public static void main(String[] args) throws Exception {
         Properties props = new Properties();
         String topic = null, beaconAddr = null, stallFile = null;
-        boolean withListener = false;
+        boolean withListener = false, brokerRegex = false;
         props.put("key.deserializer", ByteArrayDeserializer.class.getName());
         props.put("value.deserializer", ByteArrayDeserializer.class.getName());
         props.put("auto.offset.reset", "earliest");
@@ -48,6 +52,7 @@ public final class StallingConsumer {
                 case "--protocol" -> props.put("group.protocol", args[++i]);
                 case "--instance-id" -> props.put("group.instance.id", args[++i]);
                 case "--listener" -> withListener = true;
+                case "--broker-regex" -> brokerRegex = true;
                 case "--beacon" -> beaconAddr = args[++i];
                 case "--stall-file" -> stallFile = args[++i];
                 case "--property" -> {
@@ -74,6 +79,7 @@ public final class StallingConsumer {
             }
         }));
         if (withListener) consumer.subscribe(List.of(topic), new Listener(consumer));
+        else if (brokerRegex) consumer.subscribe(new SubscriptionPattern(Pattern.quote(topic)));
         else consumer.subscribe(List.of(topic));
 
         AtomicInteger lastAnswer = new AtomicInteger(Integer.MIN_VALUE);

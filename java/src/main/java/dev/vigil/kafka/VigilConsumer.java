@@ -1,12 +1,16 @@
 package dev.vigil.kafka;
 
 import java.time.Duration;
+import java.util.Collection;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
 import java.util.concurrent.CompletableFuture;
+import java.util.regex.Pattern;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.Deserializer;
 
 /**
@@ -14,6 +18,13 @@ import org.apache.kafka.common.serialization.Deserializer;
  * sidecar's connection for the life of the process. Use it where you construct your KafkaConsumer; nothing else
  * changes. Without a sidecar ({@code $VIGIL_BEACON_ADDR} unset) it is a plain KafkaConsumer. Nothing vigil does
  * throws into the app.
+ *
+ * <p>A subscription without a {@link ConsumerRebalanceListener} gets one that does nothing. With
+ * {@code group.protocol=consumer} (KIP-848), a consumer without a listener rejoins from its background thread as soon
+ * as vigil removes it, under the same member id, and takes its partitions back while the app is still stuck; with a
+ * listener the rejoin waits for the app's next poll, so an evicted member stays out until the app polls again (as a
+ * classic consumer always does). {@code subscribe(SubscriptionPattern)} (Kafka 4.0+) is not wrapped: pass it a
+ * listener.
  */
 public class VigilConsumer<K, V> extends KafkaConsumer<K, V> {
     private final VigilBeacon beacon;
@@ -49,6 +60,28 @@ public class VigilConsumer<K, V> extends KafkaConsumer<K, V> {
         super(properties);
         beacon = Vigil.connect(Vigil.address(beaconAddress)).orElse(null);
     }
+
+    /** With a listener that does nothing, so that an eviction waits for the app's next poll (see above). */
+    @Override
+    public void subscribe(Collection<String> topics) {
+        subscribe(topics, NO_LISTENER);
+    }
+
+    /** With a listener that does nothing, as {@link #subscribe(Collection)}. */
+    @Override
+    public void subscribe(Pattern pattern) {
+        subscribe(pattern, NO_LISTENER);
+    }
+
+    private static final ConsumerRebalanceListener NO_LISTENER = new ConsumerRebalanceListener() {
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+        }
+
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+        }
+    };
 
     @Override
     public ConsumerRecords<K, V> poll(Duration timeout) {
