@@ -1,8 +1,8 @@
 // A Spring Kafka listener app for vigil's tests: a KafkaMessageListenerContainer whose consumers come from the
-// consumer factory sidecar/vigil_sidecar/JAVA.md tells Spring users to write (VigilConsumerFactory below: vigil's
-// VigilConsumer where Spring makes its KafkaConsumer), so the container's polls beacon to the sidecar at
-// $VIGIL_BEACON_ADDR. Its listener is stuck in processing while a file exists (the stall of a real listener: the
-// container thread never returns to poll). Compiled with the library's sources and started by
+// library's consumer factory (dev.vigil.kafka.spring.VigilConsumerFactory, as sidecar/vigil_sidecar/JAVA.md tells
+// Spring users: vigil's VigilConsumer where Spring makes its KafkaConsumer), so the container's polls beacon to the
+// sidecar at $VIGIL_BEACON_ADDR. Its listener is stuck in processing while a file exists (the stall of a real
+// listener: the container thread never returns to poll). Compiled with the library's sources and started by
 // dev/vigil_dev/testing/spring_app.py (`java -cp <this>:<kafka libs>/*:<spring libs>/* ...`).
 //
 // Arguments: --bootstrap H:P --topic T --group G --client-id C --stall-file PATH [--property k=v]...
@@ -20,26 +20,13 @@ import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
-import org.springframework.kafka.core.DefaultKafkaConsumerFactory;
 import org.springframework.kafka.listener.ConsumerAwareRebalanceListener;
 import org.springframework.kafka.listener.ContainerProperties;
 import org.springframework.kafka.listener.KafkaMessageListenerContainer;
 import org.springframework.kafka.listener.MessageListener;
-import dev.vigil.kafka.VigilConsumer;
+import dev.vigil.kafka.spring.VigilConsumerFactory;
 
 public final class SpringListenerApp {
-
-    /** The consumer factory of JAVA.md: Spring's, making vigil's VigilConsumer instead of a plain KafkaConsumer. */
-    static final class VigilConsumerFactory<K, V> extends DefaultKafkaConsumerFactory<K, V> {
-        VigilConsumerFactory(Map<String, Object> configs) {
-            super(configs);
-        }
-
-        @Override
-        protected Consumer<K, V> createRawConsumer(Map<String, Object> configs) {
-            return new VigilConsumer<>(configs, getKeyDeserializer(), getValueDeserializer());
-        }
-    }
 
     public static void main(String[] args) throws Exception {
         Map<String, Object> props = new HashMap<>();
