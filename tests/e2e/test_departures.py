@@ -52,12 +52,12 @@ class Group(ConsumerSet):
     """A set of consumers with a 30 s session, and what the broker logged of vigil's removals."""
 
     def __init__(self, kube: Kube, kafka: KafkaCluster, *, replicas: int, membership: str,
-                 protocol: str = "classic") -> None:  # fmt: skip
+                 protocol: str = "classic", sidecar: bool = True) -> None:  # fmt: skip
         kip848 = protocol == "consumer"  # KIP-848: the session lives on the broker (10 s here), not the client
         super().__init__(
             kube, kafka, replicas=replicas, membership=membership, session_ms=SESSION_MS, partitions=PARTITIONS,
             spec={"client": {"groupProtocol": "consumer"}} if kip848 else None,
-            env={"KAFKA_GROUP_PROTOCOL": "consumer"} if kip848 else None,
+            env={"KAFKA_GROUP_PROTOCOL": "consumer"} if kip848 else None, sidecar=sidecar,
         )  # fmt: skip
 
     def known_for(self, operator: RunningOperator, members: dict[str, dict[str, Any]], seconds: float) -> None:
@@ -83,8 +83,8 @@ class Group(ConsumerSet):
 def make_group(kube: Kube, kafka: KafkaCluster, operator: RunningOperator) -> Iterator[Callable[..., Group]]:
     made: list[Group] = []
 
-    def make(replicas: int, membership: str, protocol: str = "classic") -> Group:
-        made.append(Group(kube, kafka, replicas=replicas, membership=membership, protocol=protocol))
+    def make(replicas: int, membership: str, protocol: str = "classic", sidecar: bool = True) -> Group:
+        made.append(Group(kube, kafka, replicas=replicas, membership=membership, protocol=protocol, sidecar=sidecar))
         return made[-1]
 
     yield make
@@ -129,6 +129,46 @@ def test_a_killed_dynamic_members_partitions_move_at_once(
     again = wait_for(lambda: g.mapped(3), lambda m: m[victim]["memberId"] != old, timeout=60,
                      what=f"{victim}'s restarted app mapped again")  # fmt: skip
     assert again[victim]["partitions"] > 0
+
+
+def test_a_killed_kip848_static_app_takes_its_member_back_once_the_operator_released_it(
+    make_group: Callable[..., Group], kube: Kube, operator: RunningOperator
+) -> None:
+    """A KIP-848 static member's app killed with -9 in a pod without the sidecar (started before its ConsumerGroup),
+    so only the operator can free its instance id. Stock, the restarted app's join is refused with
+    UNRELEASED_INSTANCE_ID (fatal in librdkafka: the container ends again) until the broker's session (10 s here)
+    fences the dead member, and the member's return bumps the epoch. With vigil the operator releases the instance id
+    (epoch -2, compare-and-release) when it sees the container end, and the restarted app takes the member over: the
+    epoch does not move."""
+    g = make_group(2, "static", "consumer", sidecar=False)
+    members = g.mapped(2)
+    g.known_for(operator, members, 1.5)
+    victim = f"{g.name}-1"
+    old = members[victim]["memberId"]
+    bumps = r"\[GroupId {g}\] Bumped group epoch to (\d+)"
+    settled = len(broker_lines(g.kafka, g.group, bumps))
+    pod = kube.pod(g.namespace, victim)
+    assert pod is not None
+    assert "vigil-sidecar" not in str(pod["spec"])
+    pid = kube.container_pid(pod, "app")
+    assert pid is not None
+
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    wait_for(lambda: events_for(kube, g.namespace, g.name),
+             lambda es: any(e["reason"] == "MemberReleased" and old in e["message"] for e in es), timeout=15,
+             what=f"a MemberReleased Event for {old}")  # fmt: skip
+    released = time.monotonic() - killed
+    again = wait_for(lambda: g.mapped(2), lambda m: m[victim]["memberId"] != old and m[victim]["partitions"] > 0,
+                     timeout=60, what=f"{victim}'s restarted app holding its partitions as a new member")  # fmt: skip
+    took = time.monotonic() - killed
+    restarts = next(c["restartCount"] for c in (kube.pod(g.namespace, victim) or {})["status"]["containerStatuses"]
+                    if c["name"] == "app")  # fmt: skip
+    print(f"kill -9 of KIP-848 static {victim}: released after {released:.1f}s, member taken over after {took:.1f}s,"
+          f" app container restarts {restarts}")  # fmt: skip
+    assert again[victim]["instanceId"] == members[victim]["instanceId"] == victim
+    assert broker_lines(g.kafka, g.group, bumps)[settled:] == [], "the group epoch moved"
+    assert operator.metric("vigil_operator_member_releases_total", cause="container-terminated") >= 1
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])

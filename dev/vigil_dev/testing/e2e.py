@@ -2,6 +2,7 @@
 they read back what the operator wrote (status, conditions, Events). Fixtures are in tests/e2e/conftest.py."""
 
 import copy
+import json
 import threading
 import uuid
 from typing import Any
@@ -15,6 +16,7 @@ from vigil_dev.testing import clients
 from vigil_dev.testing.images import TESTAPPS
 from vigil_dev.testing.kube_fixtures import RESTRICTED_CONTAINER, Kube
 from vigil_dev.testing.waiting import wait_for
+from vigil_operator.domain.injection import CLIENT_ID_ENV, INSTANCE_ID_ENV
 
 CG = ("vigil.dev", "v1alpha1", "consumergroups")
 APP = ["python", "-m", "vigil_testapps.consumerapp"]
@@ -137,12 +139,14 @@ def topic_events(kafka: KafkaCluster, topic: str, group: str) -> list[events.Eve
 class ConsumerSet:
     """A ConsumerGroup and the StatefulSet of real consumers it watches, in a fresh namespace (deleted by `close`):
     `partitions` on a new topic, the consumers' session timeout `session_ms` (heartbeat 1 s), `spec` added to the
-    CR's, `env` to the app containers', `on_delete` for `updateStrategy: OnDelete`."""
+    CR's, `env` to the app containers', `on_delete` for `updateStrategy: OnDelete`. `sidecar=False`: the pods are
+    started before the ConsumerGroup exists, so the webhook admits them unchanged (no sidecar), and their client id
+    and static instance id (the pod's name) are set by the test, as the webhook would."""
 
     def __init__(
         self, kube: Kube, kafka: KafkaCluster, *, replicas: int, membership: str, session_ms: int,
         partitions: int = 6, spec: dict[str, Any] | None = None, env: dict[str, str] | None = None,
-        on_delete: bool = False,
+        on_delete: bool = False, sidecar: bool = True,
     ) -> None:  # fmt: skip
         self.kube, self.kafka, self.partitions = kube, kafka, partitions
         self.namespace, self.name = f"t-{uuid.uuid4().hex[:10]}", "orders"
@@ -151,15 +155,26 @@ class ConsumerSet:
         self.topic = clients.create_topic(self.conn, clients.unique("set"), partitions=partitions)
         kube.create_namespace(self.namespace)
         cr_spec = {"membership": membership, "client": {"sessionTimeoutMs": session_ms, "heartbeatIntervalMs": 1000}}
-        kube.apply(consumer_group(self.name, self.group, self.conn.bootstrap_servers, spec=cr_spec | (spec or {})),
-                   self.namespace)  # fmt: skip
         app_env = {"KAFKA_SESSION_TIMEOUT_MS": str(session_ms), "KAFKA_HEARTBEAT_INTERVAL_MS": "1000", **(env or {})}
         self.workload = statefulset(self.name, self.group, self.topic, self.conn.bootstrap_servers, replicas,
                                     env=app_env, parallel=True)  # fmt: skip
         if on_delete:
             self.workload["spec"]["updateStrategy"] = {"type": "OnDelete"}
-        wait_injecting(kube, self.namespace, self.workload)
+        cr = consumer_group(self.name, self.group, self.conn.bootstrap_servers, spec=cr_spec | (spec or {}))
+        if sidecar:
+            kube.apply(cr, self.namespace)
+            wait_injecting(kube, self.namespace, self.workload)
+            kube.apply(self.workload, self.namespace)
+            return
+        pod_name = {"valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+        identity = [CLIENT_ID_ENV] + ([INSTANCE_ID_ENV] if membership == "static" else [])
+        self.workload["spec"]["template"]["spec"]["containers"][0]["env"] += [{"name": n, **pod_name} for n in identity]
         kube.apply(self.workload, self.namespace)
+        for pod in self.pods(replicas):
+            started = kube.wait_ready(self.namespace, pod, timeout=60)
+            if "vigil-sidecar" in json.dumps(started["spec"]):
+                raise AssertionError(f"{pod} got a sidecar although its ConsumerGroup did not exist yet")
+        kube.apply(cr, self.namespace)
 
     def pods(self, replicas: int) -> list[str]:
         return [f"{self.name}-{i}" for i in range(replicas)]
