@@ -152,7 +152,7 @@ class Bench:
             java = java_consumer.start(
                 self.kafka.libs, self.kafka.connection(), group=group, topic=topic, client_id="pod-a",
                 state_dir=state, protocol="consumer" if case.protocol == "consumer" else "classic",
-                listener=case.lang == "java-listener",
+                subscription="listener" if case.lang == "java-listener" else "topics",
                 beacon_addr=running.beacon_addr if running else None, instance_id=instance, properties=conf,
             )  # fmt: skip
             return JavaWatched(java)

@@ -48,6 +48,13 @@ def left_by_vigil(kafka: KafkaCluster, group: str) -> dict[str, str]:
     return {member: reason for _, (member, reason) in found if reason.startswith("vigil: ")}
 
 
+def app_restarts(kube: Kube, namespace: str, pod: str) -> int:
+    """How many times the kubelet restarted the pod's app container (0 while the pod or its status is missing)."""
+    status = (kube.pod(namespace, pod) or {}).get("status") or {}
+    app = next((c for c in status.get("containerStatuses") or [] if c["name"] == "app"), {})
+    return int(app.get("restartCount") or 0)
+
+
 class Group(ConsumerSet):
     """A set of consumers with a 30 s session, and what the broker logged of vigil's removals."""
 
@@ -162,8 +169,7 @@ def test_a_killed_kip848_static_app_takes_its_member_back_once_the_operator_rele
     again = wait_for(lambda: g.mapped(2), lambda m: m[victim]["memberId"] != old and m[victim]["partitions"] > 0,
                      timeout=60, what=f"{victim}'s restarted app holding its partitions as a new member")  # fmt: skip
     took = time.monotonic() - killed
-    restarts = next(c["restartCount"] for c in (kube.pod(g.namespace, victim) or {})["status"]["containerStatuses"]
-                    if c["name"] == "app")  # fmt: skip
+    restarts = app_restarts(kube, g.namespace, victim)
     print(f"kill -9 of KIP-848 static {victim}: released after {released:.1f}s, member taken over after {took:.1f}s,"
           f" app container restarts {restarts}")  # fmt: skip
     assert again[victim]["instanceId"] == members[victim]["instanceId"] == victim
@@ -220,9 +226,7 @@ def test_a_crash_looping_static_member_is_removed_once_per_window(
     try:
 
         def loops() -> int:
-            pod = kube.pod(s.namespace, "orders-1") or {}
-            app = next((c for c in (pod.get("status") or {}).get("containerStatuses") or [] if c["name"] == "app"), {})
-            return int(app.get("restartCount") or 0)
+            return app_restarts(kube, s.namespace, "orders-1")
 
         what = f"{s.group}: vigil removing the crash-looping member of orders-1"
         removed = wait_for(lambda: left_by_vigil(kafka, s.group), lambda found: len(found) >= 1, timeout=90,

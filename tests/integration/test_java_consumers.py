@@ -23,7 +23,7 @@ import pytest
 from vigil_core.kafka.security import ClientConfig
 from vigil_dev.kafka.cluster import KafkaCluster
 from vigil_dev.testing import broker_log, clients, java_consumer
-from vigil_dev.testing.java_consumer import JavaConsumer
+from vigil_dev.testing.java_consumer import JavaConsumer, Subscription
 from vigil_dev.testing.sidecar import RunningSidecar, start_sidecar
 from vigil_dev.testing.waiting import bound, wait_for
 
@@ -35,9 +35,6 @@ COOLDOWN = 2 * STALL  # the sidecar's default: its eviction watch lasts this lon
 POD = "pod-a"
 
 Protocol = Literal["classic", "consumer"]
-Subscription = Literal["topics", "listener", "broker-regex"]
-"""subscribe(topics): VigilConsumer adds a no-op listener; with the app's own listener; subscribe(SubscriptionPattern)
-with no listener (KIP-848 only; VigilConsumer cannot wrap it)."""
 
 
 @dataclass(frozen=True)
@@ -135,8 +132,7 @@ def started(kafka: KafkaCluster, artifacts_dir: Path) -> Iterator[Callable[..., 
         stop.append(sidecar.stop)
         java = java_consumer.start(
             kafka.libs, conn, group=group, topic=topic, client_id=client_id, state_dir=state_dir, protocol=protocol,
-            listener=subscription == "listener", broker_regex=subscription == "broker-regex",
-            beacon_addr=sidecar.beacon_addr,
+            subscription=subscription, beacon_addr=sidecar.beacon_addr,
         )  # fmt: skip
         stop.append(java.stop)
         extra: ClientConfig = {"group.protocol": "consumer"} if protocol == "consumer" else {}

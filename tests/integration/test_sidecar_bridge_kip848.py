@@ -141,7 +141,7 @@ def test_a_kip848_static_java_app_away_for_two_sessions_comes_back_without_an_ep
         state.mkdir()
         return java_consumer.start(
             kafka.libs, g.conn, group=g.group, topic=g.topic, client_id="k848-java", state_dir=state,
-            protocol="consumer", listener=False, beacon_addr=g.sidecar.beacon_addr, instance_id="k848-java",
+            protocol="consumer", beacon_addr=g.sidecar.beacon_addr, instance_id="k848-java",
         )  # fmt: skip
 
     java = start_java("first")

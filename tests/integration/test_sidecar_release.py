@@ -129,7 +129,7 @@ def test_a_killed_kip848_static_java_app_started_again_takes_its_member_over_at_
         state.mkdir()
         return java_consumer.start(
             kafka.libs, conn, group=group, topic=topic, client_id="rel-java", state_dir=state, protocol="consumer",
-            listener=False, beacon_addr=sidecar.beacon_addr, instance_id="rel-java",
+            beacon_addr=sidecar.beacon_addr, instance_id="rel-java",
         )  # fmt: skip
 
     java = start_java("first")

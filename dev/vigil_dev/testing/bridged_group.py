@@ -100,7 +100,7 @@ class BridgedGroup:
                 properties["max.poll.interval.ms"] = str(self.max_poll_ms)
             self.java = java_consumer.start(
                 self.kafka.libs, self.conn, group=self.group, topic=self.topic, client_id=self.instance,
-                state_dir=self.tmp, protocol="classic", listener=False, beacon_addr=self.sidecar.beacon_addr,
+                state_dir=self.tmp, protocol="classic", beacon_addr=self.sidecar.beacon_addr,
                 instance_id=self.instance, properties=properties,
             )  # fmt: skip
             self.app = self.java.process

@@ -30,6 +30,9 @@ LIBRARY = Path(__file__).parents[3] / "java" / "src" / "main" / "java"
 """vigil's Java library (`java/`, built by Maven as dev.vigil:vigil-kafka-clients): the test apps compile against
 its sources, so what they run is the library as it is in this checkout."""
 EVENT_PREFIX = "vigil-java "
+Subscription = Literal["topics", "listener", "broker-regex"]
+"""How the test app subscribes: subscribe(topics), which VigilConsumer gives a no-op listener; with the app's own
+listener; subscribe(SubscriptionPattern) with none (KIP-848 only; the one subscription VigilConsumer cannot wrap)."""
 
 #: The test rules' client timings, in Java's names (`clients.CONSUMER_DEFAULTS`); KIP-848 keeps session,
 #: heartbeat and assignor on the broker and kafka-clients refuses them with `group.protocol=consumer`.
@@ -189,17 +192,14 @@ def start(
     client_id: str,
     state_dir: Path,
     protocol: Literal["classic", "consumer"],
-    listener: bool,
     beacon_addr: str | None,
-    broker_regex: bool = False,
+    subscription: Subscription = "topics",
     instance_id: str | None = None,
     properties: Mapping[str, str] | None = None,
     log_level: str = "INFO",
 ) -> JavaConsumer:
     """Compile if needed and start the consumer (`properties` override the test defaults); returns at once. The
-    client logs at `log_level` into the same log: the artifact that says what it did after an eviction.
-    `broker_regex` (KIP-848, no listener): subscribed with a SubscriptionPattern, which VigilConsumer leaves without
-    a listener."""
+    client logs at `log_level` into the same log: the artifact that says what it did after an eviction."""
     if connection.security_protocol is not Protocol.PLAINTEXT:
         raise DevError("the Java test consumer speaks PLAINTEXT only")
     classes = compiled(SOURCE, [lib_jar(libs, "kafka-clients")])
@@ -208,10 +208,7 @@ def start(
             "--client-id", client_id, "--protocol", protocol]  # fmt: skip
     if instance_id is not None:
         args += ["--instance-id", instance_id]
-    if listener:
-        args.append("--listener")
-    if broker_regex:
-        args.append("--broker-regex")
+    args += ["--subscription", subscription]
     if beacon_addr is not None:
         args += ["--beacon", beacon_addr]
     stall_file = state_dir / f"java-{client_id}.stall"

@@ -4,14 +4,16 @@
 // library's sources and started by dev/vigil_dev/testing/java_consumer.py (`java -cp <this>:<kafka libs>/* ...`).
 //
 // Arguments: --bootstrap H:P --topic T --group G --client-id C --protocol classic|consumer
-//            [--instance-id I] [--listener | --broker-regex] [--beacon H:P] [--stall-file PATH] [--property k=v]...
+//            [--instance-id I] [--subscription topics|listener|broker-regex] [--beacon H:P] [--stall-file PATH]
+//            [--property k=v]...
 // With --beacon the library also holds the sidecar's connection (VigilHold) for the life of the process.
-// --broker-regex subscribes with a SubscriptionPattern (KIP-848's broker-side regex) and no listener: the one
-// subscription VigilConsumer does not give a listener, so the client rejoins from its background thread when evicted.
+// --subscription: topics (the default; subscribe(topics), no listener of its own), listener (with the Listener below)
+// or broker-regex (a SubscriptionPattern, KIP-848's broker-side regex, and no listener: the one subscription
+// VigilConsumer does not give a listener, so the client rejoins from its background thread when evicted).
 //
 // stdout: one line per event, `vigil-java {json}`: started, stalled, resumed, group (member id, generation or
 // assignment changed, seen after a poll), assigned / revoked / lost (the ConsumerRebalanceListener, with
-// --listener), beacon (the sidecar's first answer, and each change of it), closed.
+// --subscription listener), beacon (the sidecar's first answer, and each change of it), closed.
 // The client's own log (log4j2 defaults) goes to the same stream without the prefix.
 
 import java.nio.file.Files;
@@ -39,7 +41,7 @@ public final class StallingConsumer {
     public static void main(String[] args) throws Exception {
         Properties props = new Properties();
         String topic = null, beaconAddr = null, stallFile = null;
-        boolean withListener = false, brokerRegex = false;
+        String subscription = "topics";
         props.put("key.deserializer", ByteArrayDeserializer.class.getName());
         props.put("value.deserializer", ByteArrayDeserializer.class.getName());
         props.put("auto.offset.reset", "earliest");
@@ -51,8 +53,7 @@ public final class StallingConsumer {
                 case "--client-id" -> props.put("client.id", args[++i]);
                 case "--protocol" -> props.put("group.protocol", args[++i]);
                 case "--instance-id" -> props.put("group.instance.id", args[++i]);
-                case "--listener" -> withListener = true;
-                case "--broker-regex" -> brokerRegex = true;
+                case "--subscription" -> subscription = args[++i];
                 case "--beacon" -> beaconAddr = args[++i];
                 case "--stall-file" -> stallFile = args[++i];
                 case "--property" -> {
@@ -64,7 +65,7 @@ public final class StallingConsumer {
         }
         if (topic == null) throw new IllegalArgumentException("--topic is required");
         Events.emit("started", "\"protocol\":" + Events.q(props.getProperty("group.protocol", "classic"))
-                + ",\"listener\":" + withListener + ",\"pid\":" + ProcessHandle.current().pid());
+                + ",\"subscription\":" + Events.q(subscription) + ",\"pid\":" + ProcessHandle.current().pid());
 
         KafkaConsumer<byte[], byte[]> consumer =
                 beaconAddr == null ? new KafkaConsumer<>(props) : new VigilConsumer<>(props, beaconAddr);
@@ -78,9 +79,12 @@ public final class StallingConsumer {
                 Thread.currentThread().interrupt();
             }
         }));
-        if (withListener) consumer.subscribe(List.of(topic), new Listener(consumer));
-        else if (brokerRegex) consumer.subscribe(new SubscriptionPattern(Pattern.quote(topic)));
-        else consumer.subscribe(List.of(topic));
+        switch (subscription) {
+            case "topics" -> consumer.subscribe(List.of(topic));
+            case "listener" -> consumer.subscribe(List.of(topic), new Listener(consumer));
+            case "broker-regex" -> consumer.subscribe(new SubscriptionPattern(Pattern.quote(topic)));
+            default -> throw new IllegalArgumentException("--subscription: topics, listener or broker-regex");
+        }
 
         AtomicInteger lastAnswer = new AtomicInteger(Integer.MIN_VALUE);
         Path stall = stallFile == null ? null : Path.of(stallFile);
