@@ -72,9 +72,15 @@ def build(spark: SparkSession, tables_dir: Location | Path, out_dir: Location | 
         tables.read(spark, tables_dir, "vigil_events"),
         read_broker_log(spark, tables_dir),
     )
-    for name in TABLES:
-        frame = frames[name].cache()
-        target = Location.of(out_dir) / "model" / name
-        frame.write.mode("overwrite").parquet(str(target / "parquet"))
-        frame.coalesce(1).write.mode("overwrite").json(str(target / "json"))
-        frame.unpersist()
+    # every table stays cached until the last is written: `daily` and `prevented` are built over `rebalances`,
+    # `members` and `stalls`, and Spark substitutes a cached frame for its plan wherever it recurs — else each
+    # later table recomputes the earlier ones from the input (the model step ~2x longer)
+    cached = [frames[name].cache() for name in TABLES]
+    try:
+        for name, frame in zip(TABLES, cached, strict=True):
+            target = Location.of(out_dir) / "model" / name
+            frame.write.mode("overwrite").parquet(str(target / "parquet"))
+            frame.coalesce(1).write.mode("overwrite").json(str(target / "json"))
+    finally:
+        for frame in cached:
+            frame.unpersist()
