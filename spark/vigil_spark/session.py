@@ -20,6 +20,9 @@ APP_NAME = "vigil-report"
 #: JVM options of a local session's driver, which runs every task: the throughput collector rather than G1 (the
 #: decode benchmark's 10M records: compute 5.5 s instead of 8.1 s, bench/RESULTS.md).
 LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
+#: Where a local session's driver listens (its RPC and block manager): it only ever talks to itself, and by
+#: default Spark binds the first non-loopback interface's address when the host name resolves to loopback.
+LOCAL_DRIVER_HOST = "127.0.0.1"
 
 
 class SessionError(Exception):
@@ -48,7 +51,8 @@ def build(
     java_options: Sequence[str] = (),
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """A session for the report: `local[*]` unless `master` is given; small memory and shuffles when local.
+    """A session for the report: `local[*]` unless `master` is given; small memory and shuffles, and a driver on
+    loopback, when local.
 
     `java_options` go to the driver JVM this starts (with `LOCAL_JAVA_OPTIONS` when local); like the memory, they
     are read only when the JVM starts, so a running session keeps its own. `conf` is set last: a property given
@@ -68,6 +72,10 @@ def build(
     options = [*java_options, *([LOCAL_JAVA_OPTIONS] if local else [])]
     if options:
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(options))
+    if local:
+        builder = builder.config("spark.driver.bindAddress", LOCAL_DRIVER_HOST).config(
+            "spark.driver.host", LOCAL_DRIVER_HOST
+        )
     partitions = shuffle_partitions if shuffle_partitions is not None else (4 if local else None)
     if partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
