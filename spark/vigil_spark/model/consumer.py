@@ -260,12 +260,11 @@ def consumer_rebalances(
 def _with_consumer_members(rows: DataFrame, records: DataFrame, kind: EpochGroups) -> DataFrame:
     """Live members (member records not tombstoned) as of each epoch record."""
     deltas = _member_deltas(records, kind).select("cluster", "group", "log_partition", "log_offset", "delta")
-    markers = rows.filter(F.col("rec_offset").isNotNull()).select(
-        "cluster",
-        "group",
-        F.col("rec_partition").alias("log_partition"),
-        F.col("rec_offset").alias("log_offset"),
-        F.lit(None).cast("int").alias("delta"),
+    # every metadata record marks its place in the member stream; an epoch's first is where `rows` joins back, the
+    # rest find no partner. Marked from `rows`, the join's side would copy the whole epoch pipeline (one more time
+    # per later self-join: Spark serializes that plan into every task that reads it)
+    markers = records.filter(F.col("record_type") == kind.metadata_type).select(
+        "cluster", "group", "log_partition", "log_offset", F.lit(None).cast("int").alias("delta")
     )
     stream = Window.partitionBy("cluster", "group").orderBy("log_partition", "log_offset")
     has_members = records.filter(F.col("record_type") == kind.member_type).select("cluster", "group").distinct()
@@ -414,10 +413,15 @@ def _with_pending_revocation(rows: DataFrame, records: DataFrame, kind: EpochGro
         & (F.col("q_ts") >= F.col("start_ts"))
         & (F.col("next_start_ts").isNull() | (F.col("q_ts") < F.col("next_start_ts")))
     )
+    # summed over the epoch's matches in place (KEY is unique in `rows`), not aggregated and joined back: a join
+    # back would be a self-join copying the whole epoch pipeline
+    by_key = Window.partitionBy(*generations.KEY).orderBy(F.col("q_ts").asc_nulls_last())
+    whole = by_key.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     summed = (
-        rows.select(*generations.KEY, "start_ts", "next_start_ts")
-        .join(pending, cond, "inner")
-        .groupBy(*generations.KEY)
-        .agg(F.sum("q_k").alias("pending_partitions"), F.sum("q_s").alias("pending_s"))
+        rows.join(pending, cond, "left")
+        .withColumn("pending_partitions", F.sum("q_k").over(whole))
+        .withColumn("pending_s", F.sum("q_s").over(whole))
     )
-    return rows.join(summed, generations.KEY, "left")
+    return common.first_per(summed, generations.KEY, F.col("q_ts").asc_nulls_last()).drop(
+        "q_cluster", "q_group", "q_ts", "q_k", "q_s"
+    )

@@ -41,12 +41,9 @@ def daily(rebalances: DataFrame) -> DataFrame:
         F.max("duration_s").alias("max_s"),
         *sums,
         F.count("unavailable_partition_s").cast("int").alias("unavailable_known"),
+        # deterministic: of equally frequent causes the lowest; null on a day of gap rows only
+        F.mode(F.when(observed, F.col("cause")), deterministic=True).alias("top_cause"),
     )
-    causes = dated.filter(observed).groupBy(*key, "cause").count()
-    top = common.first_per(causes, key, F.col("count").desc(), F.col("cause").asc()).select(
-        *key, F.col("cause").alias("top_cause")
-    )
-    out = agg.join(top, key, "left")
     basis = common.notes(
         F.when(
             F.col("durations_known") < F.col("observed_rebalances"),
@@ -69,7 +66,7 @@ def daily(rebalances: DataFrame) -> DataFrame:
             ),
         ),
     )
-    return out.withColumn("basis", basis).select(
+    return agg.withColumn("basis", basis).select(
         *key,
         "rebalances",
         "observed_rebalances",
