@@ -30,7 +30,7 @@ which asked a run's fixed cost to be ~0.1 s where one trivial Spark action costs
 The run fails loudly if the two aggregates differ. Besides wall time it prints CPU seconds (this process for the
 baseline, Spark's JVM for the SQL path) and the load average: on a shared machine the CPU figures are the steadier.
 
-    .venv/bin/python bench/decode_throughput.py [--records 10000000 100000000] [--readers jvm] [--driver-memory 2g]
+    .venv/bin/python bench/decode_throughput.py [--records 10000000 100000000] [--readers jvm] [--driver-memory 1g]
 """
 
 import argparse
@@ -675,7 +675,11 @@ def _arguments() -> argparse.Namespace:
         help="the decoder's integer readers: vigil's JVM byte readers, the pure-SQL conv fallback",
     )
     parser.add_argument("--master", default="local[*]")
-    parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument(
+        "--driver-memory",
+        help="the driver JVM's heap (default: the report's own, `vigil_spark.session.build`'s: what `vigil report` "
+        "runs with unless told otherwise)",
+    )
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "vigil" / "bench")
     return parser.parse_args()
 
@@ -702,9 +706,8 @@ def main() -> None:
 
     print("# Spark: session and warm-up ...", flush=True)
     jars = install.ensure_readers(progress=lambda line: print(f"# {line}", flush=True)).parent
-    build = functools.partial(
-        session.build, args.master, jars_dir=jars, app_name="vigil-bench-decode", driver_memory=args.driver_memory
-    )
+    memory = {} if args.driver_memory is None else {"driver_memory": args.driver_memory}
+    build = functools.partial(session.build, args.master, jars_dir=jars, app_name="vigil-bench-decode", **memory)
     spark, start = _measure(None, build)
     jvm = _jvm_pid()
     try:
