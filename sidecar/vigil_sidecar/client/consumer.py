@@ -99,10 +99,15 @@ class Consumer(confluent_kafka.Consumer):
 
 
 class _BeaconSender:
+    """Beacons over a UDP socket connected to the sidecar at the first send: bound to the route's source address
+    (loopback for a sidecar in the pod), not to every interface as an unconnected `sendto` binds it, and deaf to
+    datagrams from anyone else; its name is resolved once, not at every beacon."""
+
     def __init__(self, addr: tuple[str, int]) -> None:
         self.addr = addr
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._sock.setblocking(False)
+        self._connected = False
         self._last: tuple[str, int, str | None, int] | None = None
         self._last_at = 0.0
         self.sent = 0
@@ -122,7 +127,10 @@ class _BeaconSender:
             return
         try:
             datagram = encode_beacon(member_id, generation, instance_id, assigned, time.time(), process=process)
-            self._sock.sendto(datagram, self.addr)
+            if not self._connected:
+                self._sock.connect(self.addr)
+                self._connected = True
+            self._sock.send(datagram)  # no sidecar listening: refused at a later send, counted as failed
         except OSError:
             self.failed += 1
             return
