@@ -415,13 +415,15 @@ def _with_pending_revocation(rows: DataFrame, records: DataFrame, kind: EpochGro
     )
     # summed over the epoch's matches in place (KEY is unique in `rows`), not aggregated and joined back: a join
     # back would be a self-join copying the whole epoch pipeline
-    by_key = Window.partitionBy(*generations.KEY).orderBy(F.col("q_ts").asc_nulls_last())
-    whole = by_key.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    first = F.col("q_ts").asc_nulls_last()  # the same order as `first_per`'s: one window operator for both
+    whole = (
+        Window.partitionBy(*generations.KEY)
+        .orderBy(first)
+        .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    )
     summed = (
         rows.join(pending, cond, "left")
         .withColumn("pending_partitions", F.sum("q_k").over(whole))
         .withColumn("pending_s", F.sum("q_s").over(whole))
     )
-    return common.first_per(summed, generations.KEY, F.col("q_ts").asc_nulls_last()).drop(
-        "q_cluster", "q_group", "q_ts", "q_k", "q_s"
-    )
+    return common.first_per(summed, generations.KEY, first).drop("q_cluster", "q_group", "q_ts", "q_k", "q_s")
