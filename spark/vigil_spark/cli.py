@@ -6,7 +6,8 @@ seconds), start Spark, ingest each topic (only what is new since the last run), 
 `status.report` (`vigil_spark.outputs.status`; the apiserver is checked before Spark starts too).
 Any failure is one line and a non-zero exit: 2 for bad flags or
 settings, 1 for everything else (unreachable broker, missing Kafka source jars, a failed query); `--verbose`
-adds the traceback.
+adds the traceback. One run at a time per `--out` (`vigil_spark.run_lock`): a run that finds another one's lock
+says so and exits 0 without touching anything.
 
 Also runs as `python -m vigil_spark` and under spark-submit (`spark-submit … vigil_spark/__main__.py --out DIR`):
 there the master and jars are spark-submit's unless `--master` / `--jars` are given.
@@ -17,19 +18,21 @@ import importlib
 import importlib.util
 import json
 import os
+import platform
 import re
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from vigil_core.errors import ConfigError
 from vigil_core.events import EVENTS_TOPIC_DEFAULT
 from vigil_core.kafka.security import KafkaConnection
+from vigil_spark import failure, run_lock
 from vigil_spark.location import Location
 
 if TYPE_CHECKING:
@@ -69,6 +72,10 @@ appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
 
 class UsageError(Exception):
     """A flag or setting is wrong (exit 2)."""
+
+
+class OutputBusyError(Exception):
+    """Another run holds the output's lock: this one skips (exit 0); the message says who and until when."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -180,6 +187,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NS",
         help="with --update-status: only ConsumerGroups in this namespace (default: all namespaces)",
     )
+    p.add_argument(
+        "--lock-stale-after",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help=f"a run skips while another holds <out>/{run_lock.LOCK_NAME}; a lock older than this is a killed run's "
+        "and is taken over: the longest a run may take (the chart passes its activeDeadlineSeconds; default: 3600)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="print the traceback of a failure")
     return p
 
@@ -218,6 +233,8 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--max-records-per-batch: expected a positive number, got {args.max_records_per_batch}")
     if args.connect_timeout <= 0:
         raise UsageError(f"--connect-timeout: expected a positive number of seconds, got {args.connect_timeout}")
+    if args.lock_stale_after <= 0:
+        raise UsageError(f"--lock-stale-after: expected a positive number of seconds, got {args.lock_stale_after}")
     for flag in ("kubeconfig", "namespace"):
         if getattr(args, flag) is not None and not args.update_status:
             raise UsageError(f"--{flag}: only with --update-status")
@@ -445,8 +462,10 @@ def _spark_stages(
     tables_dir = out / "tables"
     checkpoints: Location = args.checkpoint or out / "checkpoints"
     spark, owned = _start_spark(args, env)
+    lock: run_lock.Holder | None = None
     try:
         out.mkdirs(spark)
+        lock = _take_lock(spark, out / run_lock.LOCK_NAME, timedelta(seconds=args.lock_stale_after))
         if offsets_partitions:
             stage = stream.ingest_offsets(
                 spark, conn, partitions=offsets_partitions, tables_dir=tables_dir, checkpoints=checkpoints,
@@ -467,8 +486,33 @@ def _spark_stages(
         say("tables: " + ", ".join(f"{name} {count}" for name, count in totals.items()) + f" rows in {tables_dir}")
         return _model(spark, args, tables_dir)
     finally:
-        if owned:  # stop only a session this run started (tests and notebooks keep theirs)
-            spark.stop()
+        try:
+            if lock is not None:
+                _release_lock(spark, out / run_lock.LOCK_NAME, lock)
+        finally:
+            if owned:  # stop only a session this run started (tests and notebooks keep theirs)
+                spark.stop()
+
+
+def _take_lock(spark: "SparkSession", where: Location, stale_after: timedelta) -> run_lock.Holder:
+    """This run's hold on the output, or OutputBusyError while another run's lock is fresh."""
+    mine = run_lock.Holder(f"{os.environ.get('HOSTNAME') or platform.node()} pid {os.getpid()}", datetime.now(UTC))
+    if where.create_new(spark, mine.encode()):
+        return mine
+    holder = run_lock.decode(where.read_text(spark) or "")
+    now = datetime.now(UTC)
+    if holder is not None and not run_lock.is_stale(holder, now, stale_after):
+        raise OutputBusyError(run_lock.busy(str(where), holder, now, stale_after))
+    held = f"{holder.who} since {holder.since:%Y-%m-%dT%H:%M:%SZ}" if holder else "an unreadable lock"
+    say(f"lock: taking over {where} from {held} (older than --lock-stale-after: a run that was killed)")
+    where.write_text(spark, mine.encode())
+    return mine
+
+
+def _release_lock(spark: "SparkSession", where: Location, mine: run_lock.Holder) -> None:
+    """Delete the lock if it is still this run's (a run that took it over after a stale-after keeps it)."""
+    if run_lock.decode(where.read_text(spark) or "") == mine:
+        where.delete(spark)
 
 
 def group_id(args: argparse.Namespace) -> str:
@@ -477,10 +521,8 @@ def group_id(args: argparse.Namespace) -> str:
 
 
 def describe_error(exc: BaseException) -> str:
-    """One line for any failure: the exception's first non-empty line (Spark's are long), secrets masked, capped."""
-    text = getattr(exc, "desc", None) or str(exc) or type(exc).__name__
-    first = next((line.strip() for line in str(text).splitlines() if line.strip()), type(exc).__name__)
-    first = redact(first)
+    """One line for any failure (`failure.one_line`: why, not which call), secrets masked, capped."""
+    first = redact(failure.one_line(exc))
     return first if len(first) <= 400 else first[:397] + "..."
 
 
@@ -492,6 +534,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except UsageError as exc:
         say(str(exc))
         return 2
+    except OutputBusyError as exc:
+        say(str(exc))
+        return 0
     except KeyboardInterrupt:
         say("interrupted")
         return 130

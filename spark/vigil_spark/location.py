@@ -74,6 +74,37 @@ class Location:
         finally:
             stream.close()
 
+    def create_new(self, spark: "SparkSession", text: str) -> bool:
+        """Create the file with `text` unless it exists (then False): Hadoop's create without overwrite."""
+        fs, path = self._hadoop(spark)
+        try:
+            stream = fs.create(path, False)
+        except Exception:
+            if fs.exists(path):
+                return False  # FileAlreadyExistsException (py4j's error carries it): someone else's file
+            raise
+        try:
+            stream.write(bytearray(text.encode()))
+        finally:
+            stream.close()
+        return True
+
+    def read_text(self, spark: "SparkSession") -> str | None:
+        """The file's text (UTF-8), or None when it does not exist."""
+        fs, path = self._hadoop(spark)
+        if not fs.exists(path):
+            return None
+        stream = fs.open(path)
+        try:
+            jvm: Any = spark.sparkContext._jvm  # noqa: SLF001
+            return bytes(jvm.org.apache.hadoop.io.IOUtils.readFullyToByteArray(stream)).decode(errors="replace")
+        finally:
+            stream.close()
+
+    def delete(self, spark: "SparkSession") -> None:
+        fs, path = self._hadoop(spark)
+        fs.delete(path, False)
+
     def _hadoop(self, spark: "SparkSession") -> tuple[Any, Any]:
         """Hadoop's FileSystem for this location, and its Path (Hadoop's FileSystem has no Python API)."""
         context: Any = spark.sparkContext

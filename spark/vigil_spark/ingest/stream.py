@@ -12,14 +12,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-from pyspark.errors import PythonException, StreamingQueryException
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from vigil_core.kafka.security import KafkaConnection
-from vigil_spark import tables
+from vigil_spark import failure, tables
 from vigil_spark.ingest import events, offsets
 from vigil_spark.location import Location
 from vigil_spark.sources import kafka
@@ -133,34 +133,12 @@ def run_source(
         query.awaitTermination()
     except StreamingQueryException as exc:
         cause = failures[-1] if failures else exc
-        raise IngestError(f"ingest {topic}: {summary(cause)}") from exc
+        raise IngestError(f"ingest {topic}: {failure.one_line(cause)}") from exc
     finally:
         if query.isActive:
             query.stop()
     stage.seconds = time.monotonic() - started
     return stage
-
-
-def summary(exc: BaseException) -> str:
-    """One line for a failed batch: a Python worker's error by its last line (the exception), others by their
-    first (Spark's messages put the cause first and the JVM stack after)."""
-    # py4j's Py4JJavaError says "An error occurred while calling o123.count.": its Java root cause says why
-    java = getattr(exc, "java_exception", None)
-    text = _root_cause(java, exc) if java is not None else getattr(exc, "desc", None) or str(exc)
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    return lines[-1] if isinstance(exc, PythonException) else lines[0]
-
-
-def _root_cause(java: Any, exc: BaseException) -> str:
-    try:
-        cause = java
-        while cause.getCause() is not None:
-            cause = cause.getCause()
-        return str(cause.toString())
-    except Exception:  # noqa: BLE001 - the JVM may be gone: the Python side's text is all there is
-        return str(exc)
 
 
 def ingest_offsets(
