@@ -486,12 +486,10 @@ def _spark_stages(
         say("tables: " + ", ".join(f"{name} {count}" for name, count in totals.items()) + f" rows in {tables_dir}")
         return _model(spark, args, tables_dir)
     finally:
-        try:
-            if lock is not None:
-                _release_lock(spark, out / run_lock.LOCK_NAME, lock)
-        finally:
-            if owned:  # stop only a session this run started (tests and notebooks keep theirs)
-                spark.stop()
+        if lock is not None:
+            _release_lock(spark, out / run_lock.LOCK_NAME, lock)
+        if owned:  # stop only a session this run started (tests and notebooks keep theirs)
+            spark.stop()
 
 
 def _take_lock(spark: "SparkSession", where: Location, stale_after: timedelta) -> run_lock.Holder:
@@ -510,9 +508,15 @@ def _take_lock(spark: "SparkSession", where: Location, stale_after: timedelta) -
 
 
 def _release_lock(spark: "SparkSession", where: Location, mine: run_lock.Holder) -> None:
-    """Delete the lock if it is still this run's (a run that took it over after a stale-after keeps it)."""
-    if run_lock.decode(where.read_text(spark) or "") == mine:
-        where.delete(spark)
+    """Delete the lock if it is still this run's (a run that took it over after a stale-after keeps it). Never
+    raises: a run's own failure, not the lock's, is the one line it ends with."""
+    try:
+        if run_lock.decode(where.read_text(spark) or "") == mine:
+            where.delete(spark)
+    except Exception as exc:  # noqa: BLE001 - e.g. the JVM gone with the failure being reported
+        say(
+            f"lock: {where} not released ({failure.one_line(exc)}): the next run takes it over after --lock-stale-after"
+        )
 
 
 def group_id(args: argparse.Namespace) -> str:
