@@ -17,13 +17,15 @@ pytest_plugins = ["vigil_dev.testing.spark_fixtures"]
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
+CLUSTER = "itest-lock"  # its own consumer group id: Spark caches Kafka consumers per group id, across tests
+
+
 def _run(kafka: KafkaCluster, out: Path, *args: str) -> tuple[int, list[str]]:
     """`vigil report --ingest-only` in this process (the shared session): its exit code and stderr lines."""
     err = io.StringIO()
+    argv = ["--out", str(out), "--master", "local[2]", "--cluster", CLUSTER, "--ingest-only", *args]
     with contextlib.redirect_stderr(err):
-        code = cli.main(
-            ["--out", str(out), "--master", "local[2]", "--ingest-only", *args], kafka.connection().to_env()
-        )
+        code = cli.main(argv, kafka.connection().to_env())
     return code, err.getvalue().splitlines()
 
 
