@@ -462,10 +462,11 @@ def _spark_stages(
     tables_dir = out / "tables"
     checkpoints: Location = args.checkpoint or out / "checkpoints"
     spark, owned = _start_spark(args, env)
+    lock_file = out / run_lock.LOCK_NAME
     lock: run_lock.Holder | None = None
     try:
         out.mkdirs(spark)
-        lock = _take_lock(spark, out / run_lock.LOCK_NAME, timedelta(seconds=args.lock_stale_after))
+        lock = _take_lock(spark, lock_file, timedelta(seconds=args.lock_stale_after))
         if offsets_partitions:
             stage = stream.ingest_offsets(
                 spark, conn, partitions=offsets_partitions, tables_dir=tables_dir, checkpoints=checkpoints,
@@ -487,7 +488,7 @@ def _spark_stages(
         return _model(spark, args, tables_dir)
     finally:
         if lock is not None:
-            _release_lock(spark, out / run_lock.LOCK_NAME, lock)
+            _release_lock(spark, lock_file, lock)
         if owned:  # stop only a session this run started (tests and notebooks keep theirs)
             spark.stop()
 

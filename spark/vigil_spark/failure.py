@@ -14,9 +14,7 @@ def one_line(exc: BaseException) -> str:
     """A Python worker's error by its last line (the exception), others by their first (Spark's messages put the
     cause first and the JVM stack after); a py4j error by its Java root cause."""
     java = getattr(exc, "java_exception", None)
-    text = _root_cause(java) if java is not None else None
-    if text is None:
-        text = _python_text(exc)
+    text = (_root_cause(java) if java is not None else None) or _python_text(exc)
     lines = [line.strip().removeprefix(": ").strip() for line in text.splitlines()]
     lines = [line for line in lines if line and not PY4J_CALL.match(line)]
     if not lines:

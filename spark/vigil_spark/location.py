@@ -68,11 +68,7 @@ class Location:
     def write_text(self, spark: "SparkSession", text: str) -> None:
         """Replace the file with `text` (UTF-8)."""
         fs, path = self._hadoop(spark)
-        stream = fs.create(path, True)
-        try:
-            stream.write(bytearray(text.encode()))
-        finally:
-            stream.close()
+        _write_and_close(fs.create(path, True), text)
 
     def create_new(self, spark: "SparkSession", text: str) -> bool:
         """Create the file with `text` unless it exists (then False): Hadoop's create without overwrite."""
@@ -83,10 +79,7 @@ class Location:
             if fs.exists(path):
                 return False  # FileAlreadyExistsException (py4j's error carries it): someone else's file
             raise
-        try:
-            stream.write(bytearray(text.encode()))
-        finally:
-            stream.close()
+        _write_and_close(stream, text)
         return True
 
     def read_text(self, spark: "SparkSession") -> str | None:
@@ -110,3 +103,11 @@ class Location:
         context: Any = spark.sparkContext
         path = context._jvm.org.apache.hadoop.fs.Path(self.where)  # noqa: SLF001
         return path.getFileSystem(context._jsc.hadoopConfiguration()), path  # noqa: SLF001
+
+
+def _write_and_close(stream: Any, text: str) -> None:
+    """Write `text` (UTF-8) to a Hadoop output stream and close it, written or not."""
+    try:
+        stream.write(bytearray(text.encode()))
+    finally:
+        stream.close()
