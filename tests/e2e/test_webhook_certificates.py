@@ -89,6 +89,7 @@ def test_switching_from_the_chart_s_certificate_while_pods_are_created_refuses_n
     admitted: list[bool] = []
     refused: list[str] = []
     stop = threading.Event()
+    creator: threading.Thread | None = None
     try:
         group = clients.unique("switch")
         kube.apply(consumer_group(name, group, bootstrap), namespace)
@@ -130,9 +131,12 @@ def test_switching_from_the_chart_s_certificate_while_pods_are_created_refuses_n
             assert replica.restarts() == 0
         time.sleep(2 * EVERY)  # pacing: a few more creations under the new CA alone, not a wait for an outcome
     finally:
-        stop.set()
+        stop.set()  # the creator ends before its namespace goes: a creation racing the delete is refused for that
+        if creator is not None:
+            creator.join(timeout=10)
         kube.core.delete_namespace(namespace)
-    creator.join(timeout=10)
+    assert creator is not None
+    assert not creator.is_alive()
     assert refused == [], refused[:3]
     assert admitted
     assert all(admitted), f"{admitted.count(False)} of {len(admitted)} pods admitted without the sidecar"
