@@ -146,6 +146,7 @@ bench: setup
 	$(BIN)/python bench/stall_takeover.py
 	$(BIN)/python bench/sidecar_footprint.py --seconds 60
 	$(BIN)/python bench/import_memory.py
+	$(BIN)/python bench/model_memory.py
 	$(BIN)/python bench/image_layers.py
 	$(BIN)/python bench/operator_scale.py --groups 200 --resync-seconds 30
 	$(BIN)/python bench/rollout.py --replicas 4 8
