@@ -19,13 +19,15 @@ from vigil_operator.topic_reader import TopicReader
 
 log = logging.getLogger(__name__)
 LOOKBACK = timedelta(hours=1)
+GROUP_ID = "vigil-operator-feed"
+"""The reader's `group.id`: never joined, but librdkafka looks its coordinator up (GROUP DESCRIBE)."""
 
 
 class EventFeed(TopicReader):
     def __init__(self, connection: KafkaConnection, topic: str) -> None:
         super().__init__(
             connection, topic, name=f"vigil-events-{topic}", retry_seconds=5, join_seconds=10,
-            config={"group.id": "vigil-operator-feed", "enable.partition.eof": False,
+            config={"group.id": GROUP_ID, "enable.partition.eof": False,
                     "isolation.level": "read_committed"},
         )  # fmt: skip
         self._book = stalls.EMPTY
@@ -47,8 +49,9 @@ class EventFeed(TopicReader):
         message = consumer.poll(0.5)
         if message is None:
             return
-        if message.error() is not None:
-            self._say(f"events topic {self.topic!r}: {message.error()}")
+        error = message.error()
+        if error is not None:
+            self._say_error(error, f"events topic {self.topic!r}: {error}")
             return
         self._take(message.value())
 

@@ -15,6 +15,8 @@ from vigil_core.kafka.security import KafkaConnection
 from vigil_operator.topic_reader import TopicReader
 
 TOPIC = "__consumer_offsets"
+GROUP_ID = "vigil-operator-generations"
+"""The reader's `group.id`: never joined, but librdkafka looks its coordinator up (GROUP DESCRIBE)."""
 BATCH = 1000
 RETRY_SECONDS = 30.0
 """After the topic could not be read (no access, no broker): when to try again."""
@@ -26,7 +28,7 @@ class GenerationFeed(TopicReader):
         (10 s) when no broker answers, and the operator's exit is never held up by a cluster that is down."""
         super().__init__(
             connection, TOPIC, name="vigil-generations", retry_seconds=RETRY_SECONDS, join_seconds=2,
-            config={"group.id": "vigil-operator-generations", "enable.partition.eof": True},
+            config={"group.id": GROUP_ID, "enable.partition.eof": True},
         )  # fmt: skip
         self._generations = Generations()
         self.start()
@@ -48,7 +50,7 @@ class GenerationFeed(TopicReader):
             elif error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - confluent-kafka's public name
                 self._generations.reached_end(message.partition() or 0)
             else:
-                self._say(f"{TOPIC}: {error}: classic groups' rebalances are not counted meanwhile")
+                self._say_error(error, f"{TOPIC}: {error}: classic groups' rebalances are not counted meanwhile")
 
     def _unreadable(self, why: str) -> str:
         return f"{TOPIC} cannot be read ({why}): classic groups' rebalances are not counted"

@@ -10,7 +10,7 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from vigil_core.kafka.security import KafkaConnection
 
@@ -76,6 +76,15 @@ class TopicReader(ABC):
             return False
         self.problem = None
         return True
+
+    def _say_error(self, error: KafkaError, line: str) -> None:
+        """Say a consumer's error (`line`) once. A refused coordinator lookup of the reader's own group id says the
+        grant it lacks instead: the reader joins no group and commits nothing, so its records are read all the same."""
+        if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            group = self._config.get("group.id")
+            line = (f"{self.topic}: the reader's group id {group!r} may not be looked up ({error.str()}); its records"
+                    " are read all the same: GROUP DESCRIBE on it silences this")  # fmt: skip
+        self._say(line)
 
     def _say(self, problem: str) -> None:
         """Log a problem once, until it changes."""
