@@ -1,6 +1,9 @@
-"""README "Kafka ACLs", the operator's row: its Kafka side (`vigil_operator.brokers.Brokers`, the event feed, the
-events it writes) as a principal that holds exactly the documented set, on the broker with StandardAuthorizer ACLs.
-Each request the row names is made and must succeed: a missing grant shows as a refusal here."""
+"""README "Kafka ACLs", the rows not tested elsewhere: the operator's Kafka side (`vigil_operator.brokers.Brokers`,
+the event feed, the events it writes, the generation feed) and a KIP-848 static member's keep-alive and release by
+its sidecar, each as a principal that holds exactly the documented set, on the broker with StandardAuthorizer ACLs.
+Each request a row names is made and must succeed: a missing grant shows as a refusal here. (The sidecar's classic
+set: `test_group_client.py::test_the_documented_sidecar_acls_are_enough`; the report's:
+`test_spark_ingest_acl.py`.)"""
 
 import asyncio
 from collections.abc import Iterator
@@ -233,3 +236,35 @@ def test_an_event_feed_whose_group_id_may_not_be_looked_up_reads_all_the_same_an
             assert "GROUP DESCRIBE" in str(problem), problem
         finally:
             feed.stop()
+
+
+@pytest.mark.kafka_min("4.0")  # KIP-848 is GA from 4.0
+def test_the_documented_sidecar_acls_are_enough_for_a_kip848_static_members_keep_alive_and_release(
+    kafka_secure: KafkaCluster,
+) -> None:
+    """The sidecar's set (group READ+DESCRIBE, topic DESCRIBE): the epoch read (ConsumerGroupDescribe), a keep-alive
+    at it and the release (ConsumerGroupHeartbeat, epoch -2) a bridging sidecar sends for its static member."""
+    admin_conn = kafka_secure.connection("admin")
+    topic = clients.create_topic(admin_conn, clients.unique("acl-side848"), partitions=2)
+    group = clients.unique("g-acl-side848")
+    member = clients.Member(admin_conn, group, [topic], f"{group}-st",
+                            extra={**KIP848, "group.instance.id": "pod-0"}).start()  # fmt: skip
+    grants = [
+        (ResourceType.GROUP, group, AclOperation.READ),
+        (ResourceType.GROUP, group, AclOperation.DESCRIBE),
+        (ResourceType.TOPIC, topic, AclOperation.DESCRIBE),
+    ]
+    client = GroupClient(kafka_secure.connection("app"))
+    try:
+        with granted(kafka_secure, grants):
+            wait_for(lambda: len(member.assigned), lambda n: n == 2, timeout=60, what="the member owning both")
+            view = client.describe(group)
+            (kept,) = view.members
+            epoch = client.member_epochs(group)[kept.member_id]
+            beat, _ = client.keep_alive(group, kept.member_id, epoch, "pod-0")
+            assert beat.reaction is Reaction.DONE, beat
+            released = client.release_static_member(group, kept.member_id, "pod-0")
+            assert released.reaction is Reaction.DONE, released
+    finally:
+        client.close()
+        member.close()
