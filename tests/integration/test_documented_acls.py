@@ -6,6 +6,7 @@ set: `test_group_client.py::test_the_documented_sidecar_acls_are_enough`; the re
 `test_spark_ingest_acl.py`.)"""
 
 import asyncio
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -34,6 +35,7 @@ from vigil_operator import event_feed, generation_feed
 from vigil_operator.brokers import Brokers
 from vigil_operator.domain.reconcile import GroupFacts
 from vigil_operator.event_feed import EventFeed
+from vigil_sidecar.signals.progress import ProgressSampler
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_secure]
 
@@ -266,5 +268,49 @@ def test_the_documented_sidecar_acls_are_enough_for_a_kip848_static_members_keep
             released = client.release_static_member(group, kept.member_id, "pod-0")
             assert released.reaction is Reaction.DONE, released
     finally:
+        client.close()
+        member.close()
+
+
+def test_the_progress_signal_reads_a_record_with_topic_read_added_and_only_then(kafka_secure: KafkaCluster) -> None:
+    """The progress signal's row: to the sidecar's set add TOPIC READ on the consumed topics, for the one-record
+    read_committed fetch that tells data waiting from transaction markers. Without it the probe has no answer (the
+    sample says "unknown"); with it, data is seen."""
+    admin_conn = kafka_secure.connection("admin")
+    topic = clients.create_topic(admin_conn, clients.unique("acl-progress"), partitions=1)
+    group = clients.unique("g-acl-progress")
+    clients.produce(admin_conn, topic, ["a", "b"])
+    member = clients.Member(admin_conn, group, [topic], f"{group}-m").start()
+    sidecar_set = [
+        (ResourceType.GROUP, group, AclOperation.READ),
+        (ResourceType.GROUP, group, AclOperation.DESCRIBE),
+        (ResourceType.TOPIC, topic, AclOperation.DESCRIBE),
+    ]
+    client = GroupClient(kafka_secure.connection("app"))
+    sampler = ProgressSampler(client, kafka_secure.connection("app"), group, pod_name="acl", probe_timeout=3.0)
+    part = TopicPartitionRef(topic, 0)
+    try:
+        wait_for(lambda: clients.committed(admin_conn, group).get(0), lambda n: n == 2, timeout=30,
+                 what="the member's commit of both records")  # fmt: skip
+        member.paused_polling.set()
+        wait_for(member.parked.is_set, timeout=5, what="the member no longer polling")
+        clients.produce(admin_conn, topic, ["c"])  # waiting for the member, which does not poll
+
+        def data_seen() -> bool | None:
+            view = client.describe(group)
+            (watched,) = view.members
+            (facts,) = sampler.sample(view, watched, time.monotonic())
+            assert facts.partition == part
+            last = facts.samples[-1]
+            assert (last.committed, last.lso) == (2, 3), last
+            return last.data
+
+        with granted(kafka_secure, sidecar_set):
+            assert data_seen() is None  # the fetch refused: no answer within the probe's time
+        with granted(kafka_secure, [*sidecar_set, (ResourceType.TOPIC, topic, AclOperation.READ)]):
+            assert wait_for(data_seen, lambda data: data is not None, timeout=30,
+                            what="the probe's answer once READ is granted") is True  # fmt: skip
+    finally:
+        sampler.close()
         client.close()
         member.close()
