@@ -142,7 +142,9 @@ def test_the_documented_operator_acls_are_enough_for_a_classic_group(
             dynamic.paused_polling.set()
             removed = asyncio.run(brokers.remove(app, group, stalled.member_id, None, "acl test"))
             assert removed.reaction is Reaction.DONE, removed
-            observed(brokers, kafka_secure, group, 1)
+            wait_for(lambda: asyncio.run(brokers.observe(app, group)),
+                     lambda f: isinstance(f, GroupFacts) and f.view.member(stalled.member_id) is None, timeout=30,
+                     what="the removed member gone (a classic rejoin gets a new member id)")  # fmt: skip
         finally:
             feed.stop()
             client.close()
