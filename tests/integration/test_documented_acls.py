@@ -74,6 +74,15 @@ def granted(cluster: KafkaCluster, grants: list[tuple[Any, str, Any]]) -> Iterat
             future.result(timeout=30)
 
 
+def kip848_static_member(cluster: KafkaCluster, prefix: str) -> tuple[str, str, clients.Member]:
+    """A topic of 2 partitions and a KIP-848 group of one static member (instance id `pod-0`), started as admin."""
+    admin_conn = cluster.connection("admin")
+    topic = clients.create_topic(admin_conn, clients.unique(prefix), partitions=2)
+    group = clients.unique(f"g-{prefix}")
+    member = clients.Member(admin_conn, group, [topic], f"{group}-st", extra={**KIP848, "group.instance.id": "pod-0"})
+    return topic, group, member.start()
+
+
 def observed(brokers: Brokers, cluster: KafkaCluster, group: str, members: int, *, kip848: bool = False) -> GroupFacts:
     """The operator's census of `group` as the app principal, once it shows `members` members."""
     facts = wait_for(
@@ -159,11 +168,7 @@ def test_the_documented_operator_acls_are_enough_for_a_kip848_group(
     """KIP-848: group READ+DESCRIBE+DESCRIBE_CONFIGS+ALTER_CONFIGS, topic DESCRIBE: the census with the group's own
     timings, a coordinated rollout's session raise and its restore, the static members that left, and a static
     member's release (ConsumerGroupHeartbeat, epoch -2)."""
-    admin_conn = kafka_secure.connection("admin")
-    topic = clients.create_topic(admin_conn, clients.unique("acl-op848"), partitions=2)
-    group = clients.unique("g-acl-op848")
-    member = clients.Member(admin_conn, group, [topic], f"{group}-st",
-                            extra={**KIP848, "group.instance.id": "pod-0"}).start()  # fmt: skip
+    topic, group, member = kip848_static_member(kafka_secure, "acl-op848")
     grants = [
         *((ResourceType.GROUP, group, op) for op in (AclOperation.READ, AclOperation.DESCRIBE,
                                                     AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS)),
@@ -248,11 +253,7 @@ def test_the_documented_sidecar_acls_are_enough_for_a_kip848_static_members_keep
 ) -> None:
     """The sidecar's set (group READ+DESCRIBE, topic DESCRIBE): the epoch read (ConsumerGroupDescribe), a keep-alive
     at it and the release (ConsumerGroupHeartbeat, epoch -2) a bridging sidecar sends for its static member."""
-    admin_conn = kafka_secure.connection("admin")
-    topic = clients.create_topic(admin_conn, clients.unique("acl-side848"), partitions=2)
-    group = clients.unique("g-acl-side848")
-    member = clients.Member(admin_conn, group, [topic], f"{group}-st",
-                            extra={**KIP848, "group.instance.id": "pod-0"}).start()  # fmt: skip
+    topic, group, member = kip848_static_member(kafka_secure, "acl-side848")
     grants = [
         (ResourceType.GROUP, group, AclOperation.READ),
         (ResourceType.GROUP, group, AclOperation.DESCRIBE),
